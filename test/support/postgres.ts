@@ -1,0 +1,132 @@
+/**
+ * Postgres for tests: one schema per test file, so files run in parallel without seeing each
+ * other's tables.
+ *
+ *   const db = await freshSchema('lease');
+ *   afterAll(() => db.drop());
+ *   await db.pool.query('create table t (id int)'); // lands in db.schema (it is the search_path)
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
+
+/** Schemas made by freshSchema start with this; names carry their creation time (base 36 ms). */
+const SCHEMA_PREFIX = 't_';
+const SCHEMA_NAME = /^t_[a-z0-9_]*_([0-9a-z]{8,9})_[0-9a-f]{6}$/;
+
+export function databaseUrl(): string {
+  return process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+}
+
+function redacted(url: string): string {
+  return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+}
+
+function unreachable(cause: unknown): Error {
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  return new Error(
+    `Postgres is not reachable at ${redacted(databaseUrl())} (${reason}). ` +
+      'Start it (sudo pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) ' +
+      'or set DATABASE_URL=postgres://user:password@host:port/database to one that is.',
+    { cause },
+  );
+}
+
+/** Opens and closes one connection; throws a helpful error when Postgres does not answer. */
+export async function assertPostgresReachable(): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5_000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+  } catch (error) {
+    throw unreachable(error);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+export interface FreshSchema {
+  /** Pool whose connections have `search_path` set to `schema` (unqualified names land there). */
+  pool: pg.Pool;
+  schema: string;
+  /** The config `pool` was made from: for code under test that opens its own pool or client. */
+  config: pg.PoolConfig;
+  /** Ends `pool` and drops the schema with everything in it. Safe to call twice. */
+  drop(): Promise<void>;
+}
+
+/** Creates a uniquely named, empty schema (e.g. `t_lease_m1abcdef_0a1b2c`) and a pool using it. */
+export async function freshSchema(prefix: string): Promise<FreshSchema> {
+  const tag = prefix
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '')
+    .slice(0, 30);
+  const schema = `${SCHEMA_PREFIX}${tag}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+  const config: pg.PoolConfig = {
+    connectionString: databaseUrl(),
+    connectionTimeoutMillis: 10_000,
+    options: `-c search_path=${schema}`,
+  };
+
+  const admin = new pg.Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5_000 });
+  try {
+    await admin.connect();
+  } catch (error) {
+    await admin.end().catch(() => {});
+    throw unreachable(error);
+  }
+  try {
+    await admin.query(`create schema ${quoteIdent(schema)}`);
+  } finally {
+    await admin.end();
+  }
+
+  const pool = new pg.Pool(config);
+  let dropped: Promise<void> | undefined;
+  const drop = (): Promise<void> => {
+    dropped ??= (async () => {
+      await pool.end().catch(() => {});
+      const client = new pg.Client({ connectionString: databaseUrl() });
+      await client.connect();
+      try {
+        await client.query(`drop schema if exists ${quoteIdent(schema)} cascade`);
+      } finally {
+        await client.end();
+      }
+    })();
+    return dropped;
+  };
+  return { pool, schema, config, drop };
+}
+
+/**
+ * Drops schemas left by freshSchema in runs that crashed before drop(), once older than
+ * `maxAgeMs` (old enough that no test still running can own them). Returns the dropped names.
+ */
+export async function dropStaleSchemas(maxAgeMs = 6 * 60 * 60 * 1000): Promise<string[]> {
+  const client = new pg.Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ nspname: string }>(
+      `select nspname from pg_namespace where nspname like 't\\_%'`,
+    );
+    const dropped: string[] = [];
+    for (const { nspname } of rows) {
+      const match = SCHEMA_NAME.exec(nspname);
+      if (!match?.[1]) continue;
+      const createdAt = Number.parseInt(match[1], 36);
+      if (Date.now() - createdAt < maxAgeMs) continue;
+      await client.query(`drop schema if exists ${quoteIdent(nspname)} cascade`);
+      dropped.push(nspname);
+    }
+    return dropped;
+  } finally {
+    await client.end();
+  }
+}

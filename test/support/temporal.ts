@@ -1,0 +1,139 @@
+/**
+ * How tests find and connect to Temporal: one shared local dev server (`temporal server start-dev`,
+ * started by ./temporal-dev.sh), not TestWorkflowEnvironment (its binary download fails offline).
+ *
+ *   import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
+ *   const connection = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
+ *   const taskQueue = uniqueTaskQueue('lease');
+ *
+ * test/support/global-setup.ts already ensured the server runs before any test file starts.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Connection } from '@temporalio/client';
+
+export const TEMPORAL_ADDRESS = '127.0.0.1:7233';
+export const TEMPORAL_NAMESPACE = 'default';
+export const TEMPORAL_UI_URL = 'http://localhost:8233';
+/** Custom search attributes that temporal-dev.sh registers at start (all Keyword). */
+export const SEARCH_ATTRIBUTES = [
+  'SideEffectKey',
+  'SideEffectResource',
+  'SideEffectState',
+] as const;
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const TEMPORAL_DEV_SCRIPT = path.join(REPO_ROOT, 'temporal-dev.sh');
+
+/** Folder with the dev server's state, pid file, log and CLI venv (same rule as temporal-dev.sh). */
+export function temporalHome(): string {
+  return process.env.SIDEEFFECT_TEMPORAL_HOME ?? path.join(REPO_ROOT, '.temporal');
+}
+
+let cliPath: string | undefined;
+
+/** Path of the `temporal` CLI, found (or installed) exactly as temporal-dev.sh does. */
+export function temporalCliPath(): string {
+  if (cliPath === undefined) {
+    cliPath = execFileSync(TEMPORAL_DEV_SCRIPT, ['--print-cli'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }).trim();
+  }
+  return cliPath;
+}
+
+/** A task queue name no other test (or earlier run against the persistent server) uses. */
+export function uniqueTaskQueue(prefix: string): string {
+  return `${prefix}-${process.pid}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+}
+
+function portOpen(host: string, port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port, timeout: timeoutMs });
+    const done = (open: boolean) => {
+      socket.destroy();
+      resolve(open);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('timeout', () => done(false));
+    socket.once('error', () => done(false));
+  });
+}
+
+/** True if a Temporal frontend answers a real call at TEMPORAL_ADDRESS. */
+export async function temporalAnswers(timeoutMs = 3_000): Promise<boolean> {
+  const [host = '127.0.0.1', port = '7233'] = TEMPORAL_ADDRESS.split(':');
+  // A closed port fails at once; the gRPC client would keep retrying until its timeout.
+  if (!(await portOpen(host, Number(port), timeoutMs))) return false;
+  let connection: Connection | undefined;
+  try {
+    connection = await Connection.connect({
+      address: TEMPORAL_ADDRESS,
+      connectTimeout: timeoutMs,
+    });
+    const conn = connection;
+    await conn.withDeadline(Date.now() + timeoutMs, () => conn.workflowService.getSystemInfo({}));
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await connection?.close().catch(() => {});
+  }
+}
+
+function runDevScript(): Promise<void> {
+  return new Promise((resolve, reject) => {
+    // The script's progress goes to stderr; its stdout is just the UI line.
+    const child = execFile(
+      TEMPORAL_DEV_SCRIPT,
+      [],
+      { encoding: 'utf8' },
+      (error, stdout, stderr) => {
+        if (error) {
+          reject(
+            new Error(
+              `./temporal-dev.sh failed (${error.message.split('\n')[0]}):\n${stderr}${stdout}\n` +
+                'Start it by hand to see more, or stop whatever holds ports 7233/8233.',
+            ),
+          );
+        } else {
+          resolve();
+        }
+      },
+    );
+    child.stderr?.pipe(process.stderr);
+  });
+}
+
+let ensured: Promise<{ address: string; uiUrl: string }> | undefined;
+
+/**
+ * Makes sure a Temporal server answers at TEMPORAL_ADDRESS. Any server that answers is used
+ * (ours or not); otherwise ./temporal-dev.sh starts the project's dev server, which keeps running
+ * after the tests so that later runs reuse it (stop it with `./temporal-dev.sh --stop`).
+ */
+export function ensureTemporalDevServer(
+  log: (line: string) => void = () => {},
+): Promise<{ address: string; uiUrl: string }> {
+  ensured ??= (async () => {
+    if (!(await temporalAnswers())) {
+      log(`no Temporal server at ${TEMPORAL_ADDRESS}; starting one with ./temporal-dev.sh ...`);
+      await runDevScript();
+      if (!(await temporalAnswers(10_000))) {
+        throw new Error(
+          `./temporal-dev.sh reported success but ${TEMPORAL_ADDRESS} does not answer; ` +
+            `see ${path.join(temporalHome(), 'server.log')}`,
+        );
+      }
+    }
+    return { address: TEMPORAL_ADDRESS, uiUrl: TEMPORAL_UI_URL };
+  })();
+  ensured.catch(() => {
+    ensured = undefined;
+  });
+  return ensured;
+}
