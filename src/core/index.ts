@@ -1,0 +1,5 @@
+export * from './errors.js';
+export * from './runner.js';
+export type { FencedSink, Store } from './store.js';
+export * from './types.js';
+export { checkAction, checkResolution, checkTtl, defaultLimits, type Limits } from './validate.js';

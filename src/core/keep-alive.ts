@@ -1,0 +1,62 @@
+import { FenceStaleError, LeaseLostError } from './errors.js';
+import type { Store } from './store.js';
+import type { Action, Lease } from './types.js';
+
+/**
+ * Renews a lease every ttl/3 while apply runs, and aborts the apply as soon as
+ * the lease is provably gone: a long apply without renewal would be taken over
+ * mid-flight and run twice. If the store cannot be reached for a whole TTL we
+ * also abort, because by then someone else may hold the resource.
+ */
+export class KeepAlive {
+  readonly #controller = new AbortController();
+  readonly #timer: ReturnType<typeof setInterval>;
+  #lease: Lease;
+  #lastConfirmed = performance.now();
+  #renewing = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly action: Action,
+    lease: Lease,
+    onRenewed?: (lease: Lease) => void,
+  ) {
+    this.#lease = lease;
+    const every = Math.max(1, Math.floor(lease.ttlMs / 3));
+    this.#timer = setInterval(() => void this.#renew(onRenewed), every);
+  }
+
+  /** Fires with a LeaseLostError when the lease is gone. */
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  get lease(): Lease {
+    return this.#lease;
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+
+  async #renew(onRenewed?: (lease: Lease) => void): Promise<void> {
+    if (this.#renewing || this.signal.aborted) return;
+    this.#renewing = true;
+    try {
+      this.#lease = await this.store.renew(this.action, this.#lease, this.#lease.ttlMs);
+      this.#lastConfirmed = performance.now();
+      onRenewed?.(this.#lease);
+    } catch (error) {
+      const unconfirmedFor = performance.now() - this.#lastConfirmed;
+      if (error instanceof FenceStaleError || unconfirmedFor >= this.#lease.ttlMs)
+        this.#lose(error);
+    } finally {
+      this.#renewing = false;
+    }
+  }
+
+  #lose(cause: unknown): void {
+    this.stop();
+    this.#controller.abort(new LeaseLostError(this.#lease.resource, this.#lease.fence, { cause }));
+  }
+}

@@ -1,0 +1,254 @@
+import {
+  ContendedError,
+  FenceStaleError,
+  LeaseLostError,
+  NoStoreError,
+  OutcomeUnknownError,
+  UnknownOutcomeError,
+} from './errors.js';
+import { KeepAlive } from './keep-alive.js';
+import type { Store } from './store.js';
+import type { Action, Lease, Resolution, ResolveOutcome, Result } from './types.js';
+import { checkAction, checkResolution, checkTtl } from './validate.js';
+
+/** What apply gets: the lease whose fence goes to every downstream write, and a signal that fires when the lease is lost or the caller gives up. */
+export interface ApplyContext {
+  lease: Lease;
+  signal: AbortSignal;
+}
+
+/** Applies the side effect. Pass `lease.fence` to the downstream. */
+export type Apply = (context: ApplyContext) => Promise<Result>;
+
+/**
+ * A side effect in two phases. Prepare may be slow and must not touch the
+ * outside world; the Runner re-checks the lease between the two, because a
+ * prepare that outlived the TTL would otherwise apply beside the next holder.
+ */
+export interface Effect<Prepared> {
+  prepare: (context: { signal: AbortSignal }) => Promise<Prepared>;
+  apply: (prepared: Prepared, context: ApplyContext) => Promise<Result>;
+}
+
+/** Per-call options. */
+export interface ExecuteOptions {
+  /** Aborts the apply (for example when Temporal cancels the activity). */
+  signal?: AbortSignal;
+  /** Called after each successful lease renewal during apply (for example to heartbeat). */
+  onRenewed?: (lease: Lease) => void;
+}
+
+/**
+ * How one execute ended. The outcome is always a value, never hidden in an
+ * exception, because the caller's next step differs for each:
+ * - `applied`: this call applied it and the result is recorded;
+ * - `replayed`: done earlier, here is the stored result;
+ * - `contended`: someone else holds the resource, nothing ran; retry later;
+ * - `uncertain`: it may have taken effect; the key is blocked until reconciled;
+ * - `failed`: granted but not applied (prepare failed, or an apply declared
+ *   safe failed); nothing recorded, safe to retry.
+ */
+export type Execution =
+  | { outcome: 'applied'; result: Result; lease: Lease }
+  | { outcome: 'replayed'; result: Result }
+  | { outcome: 'contended'; retryAfterMs: number; error?: LeaseLostError }
+  | { outcome: 'uncertain'; reason: string; error: OutcomeUnknownError }
+  | { outcome: 'failed'; error: unknown };
+
+/**
+ * Fixes the order acquire -> prepare -> holder check -> apply -> complete or
+ * markUncertain -> release in one place. Each host writing it by hand is how
+ * a step gets skipped: completing without the fence, retrying an apply whose
+ * effect may have landed, or applying after the lease moved on.
+ */
+export class Runner {
+  readonly #store: Store | undefined;
+  readonly #ttlMs: number;
+
+  /** `ttlMs` is how long one attempt may hold the resource; a business judgement, so it is required. */
+  constructor(store: Store | undefined, options: { ttlMs: number }) {
+    this.#store = store;
+    this.#ttlMs = options.ttlMs;
+  }
+
+  /** Applies once, in one phase: two round trips (acquire straight into `applying`, complete). */
+  execute(action: Action, apply: Apply, options: ExecuteOptions = {}): Promise<Execution> {
+    return this.#execute(action, undefined, apply, options);
+  }
+
+  /** Prepares, re-checks the lease, then applies; a prepare that outlived its lease ends as `contended` with LeaseLostError and nothing applied. */
+  executeWith<Prepared>(
+    action: Action,
+    effect: Effect<Prepared>,
+    options: ExecuteOptions = {},
+  ): Promise<Execution> {
+    return this.#execute(action, effect.prepare, effect.apply, options);
+  }
+
+  /** Records a verdict on an uncertain key; first resolution wins. */
+  reconcile(action: Action, resolution: Resolution): Promise<ResolveOutcome> {
+    const store = this.#requireStore();
+    const { key } = checkAction(action);
+    return store.resolveUncertain(key, checkResolution(resolution));
+  }
+
+  /** Returns the result, or throws: anything but applied/replayed (contended included) is an error, never an empty result. */
+  async run(action: Action, apply: Apply, options: ExecuteOptions = {}): Promise<Result> {
+    const execution = await this.execute(action, apply, options);
+    switch (execution.outcome) {
+      case 'applied':
+      case 'replayed':
+        return execution.result;
+      case 'contended':
+        throw new ContendedError(action.key, action.resource, execution.retryAfterMs, {
+          cause: execution.error,
+        });
+      case 'uncertain':
+      case 'failed':
+        throw execution.error;
+    }
+  }
+
+  #requireStore(): Store {
+    if (!this.#store) throw new NoStoreError();
+    return this.#store;
+  }
+
+  async #execute<Prepared>(
+    action: Action,
+    prepare: Effect<Prepared>['prepare'] | undefined,
+    apply: (prepared: Prepared, context: ApplyContext) => Promise<Result>,
+    options: ExecuteOptions,
+  ): Promise<Execution> {
+    const store = this.#requireStore();
+    const checked = checkAction(action);
+    const ttlMs = checkTtl(this.#ttlMs);
+    const acquisition = await store.acquire(checked, ttlMs, { applying: !prepare });
+    switch (acquisition.outcome) {
+      case 'replayed':
+      case 'contended':
+        return acquisition;
+      case 'uncertain':
+        return {
+          outcome: 'uncertain',
+          reason: acquisition.reason,
+          error: new OutcomeUnknownError(checked.key, checked.resource, acquisition.reason),
+        };
+      case 'applied':
+        break;
+      default:
+        throw new UnknownOutcomeError((acquisition as { outcome: unknown }).outcome);
+    }
+
+    let lease = acquisition.lease;
+    let prepared = undefined as Prepared;
+    if (prepare) {
+      try {
+        prepared = await prepare({ signal: options.signal ?? new AbortController().signal });
+      } catch (error) {
+        await releaseQuietly(store, checked, lease);
+        return { outcome: 'failed', error };
+      }
+      try {
+        lease = await store.renew(checked, lease, ttlMs, { applying: true });
+      } catch (error) {
+        await releaseQuietly(store, checked, lease);
+        if (!(error instanceof FenceStaleError)) return { outcome: 'failed', error };
+        return {
+          outcome: 'contended',
+          retryAfterMs: 0,
+          error: new LeaseLostError(lease.resource, lease.fence, { cause: error }),
+        };
+      }
+    }
+    return this.#applyAndRecord(
+      store,
+      checked,
+      lease,
+      (context) => apply(prepared, context),
+      options,
+    );
+  }
+
+  async #applyAndRecord(
+    store: Store,
+    action: Required<Action>,
+    lease: Lease,
+    apply: Apply,
+    options: ExecuteOptions,
+  ): Promise<Execution> {
+    const keepAlive = new KeepAlive(store, action, lease, options.onRenewed);
+    const signal = options.signal
+      ? AbortSignal.any([keepAlive.signal, options.signal])
+      : keepAlive.signal;
+    let result: Result;
+    try {
+      result = await apply({ lease, signal });
+    } catch (error) {
+      if (action.retrySafety === 'safe') {
+        await releaseQuietly(store, action, keepAlive.lease);
+        return { outcome: 'failed', error };
+      }
+      return markUncertain(
+        store,
+        action,
+        keepAlive.lease,
+        `apply failed: ${describe(error)}`,
+        error,
+      );
+    } finally {
+      keepAlive.stop();
+    }
+    try {
+      const recorded = await store.complete(action, keepAlive.lease, result);
+      return { outcome: 'applied', result: recorded, lease: keepAlive.lease };
+    } catch (error) {
+      return markUncertain(
+        store,
+        action,
+        keepAlive.lease,
+        `complete failed: ${describe(error)}`,
+        error,
+      );
+    }
+  }
+}
+
+/**
+ * Blocks the key. If the mark itself fails (store down, or a takeover that
+ * already concluded the key), the answer is still `uncertain`: we cannot know
+ * whether the apply counted, and saying otherwise invites a duplicate.
+ */
+async function markUncertain(
+  store: Store,
+  action: Required<Action>,
+  lease: Lease,
+  reason: string,
+  cause: unknown,
+): Promise<Execution> {
+  try {
+    await store.markUncertain(action, lease, reason);
+  } catch {
+    // The key is concluded by the takeover or by sweep(); the verdict stays uncertain.
+  }
+  return {
+    outcome: 'uncertain',
+    reason,
+    error: new OutcomeUnknownError(action.key, action.resource, reason, { cause }),
+  };
+}
+
+/** Release is a courtesy that saves waiting for the TTL; its failure must not change the verdict. */
+async function releaseQuietly(store: Store, action: Action, lease: Lease): Promise<void> {
+  try {
+    await store.release(action, lease);
+  } catch {
+    // The lease expires on its own; sweep() or the next acquire concludes the key.
+  }
+}
+
+/** Error messages become stored reasons, so they are cut to size and cleaned of what a store cannot hold. */
+function describe(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replaceAll('\0', '').slice(0, 1000).toWellFormed();
+}

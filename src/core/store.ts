@@ -1,0 +1,115 @@
+import type {
+  Acquisition,
+  Action,
+  Fence,
+  Key,
+  KeyEvent,
+  KeyRecord,
+  KeyState,
+  Lease,
+  Resolution,
+  ResolveOutcome,
+  Result,
+  SweepReport,
+} from './types.js';
+
+/**
+ * The storage boundary of the gate. Every method is ONE atomic operation in
+ * the store and judges lease expiry by the store's own clock: a
+ * read-decide-write from the process would let two workers both conclude
+ * "not done yet, resource free" and apply twice.
+ */
+export interface Store {
+  /**
+   * Decides, in this order: key done -> `replayed`; key uncertain ->
+   * `uncertain`; key applying with its lease gone -> `uncertain` (or a new
+   * grant if declared safe); resource held by a live lease -> `contended`;
+   * otherwise a grant with the resource's next fence. A grant that takes over
+   * an expired holder concludes that holder's key in the same operation.
+   * With `applying`, the grant moves the key straight to `applying`
+   * (no prepare phase, one round trip saved).
+   */
+  acquire(action: Action, ttlMs: number, options?: { applying?: boolean }): Promise<Acquisition>;
+
+  /**
+   * Extends the lease and proves it is still ours (fence current, holder this
+   * key; an expired but untaken lease may be renewed). A renew that only
+   * extended time would extend someone else's lease. With `applying`, also
+   * moves the key to `applying`. Throws FenceStaleError otherwise.
+   */
+  renew(
+    action: Action,
+    lease: Lease,
+    ttlMs: number,
+    options?: { applying?: boolean },
+  ): Promise<Lease>;
+
+  /**
+   * Records the result and frees the resource, only while this lease's fence
+   * is current and held by this key. A repeat with the same fence returns the
+   * first stored result. Throws FenceStaleError otherwise, so a late holder
+   * never overwrites a newer truth.
+   */
+  complete(action: Action, lease: Lease, result: Result): Promise<Result>;
+
+  /**
+   * Blocks the key until a resolution and ends this hold on the resource.
+   * Same fence rule as complete, idempotent. A stale holder must not mark a
+   * newer holder's finished work as doubtful.
+   */
+  markUncertain(action: Action, lease: Lease, reason: string): Promise<void>;
+
+  /**
+   * Frees the resource if this lease still holds it; a held or applying key
+   * with this fence goes back to `free`, never to `done`. Releasing a lease
+   * that was already released or completed is a no-op; a lease someone else
+   * took over gets FenceStaleError, so a late release never frees a newer holder.
+   */
+  release(action: Action, lease: Lease): Promise<void>;
+
+  /**
+   * Applies a reconcile verdict to an uncertain key, without a fence check
+   * (the holder may be long dead). First resolution wins: on a done key it
+   * returns `replayed` and the stored result; on any other state it throws
+   * NotUncertainError.
+   */
+  resolveUncertain(key: Key, resolution: Resolution): Promise<ResolveOutcome>;
+
+  /**
+   * Concludes keys whose lease ran out with nobody left to finish them:
+   * `applying` -> `uncertain` (unless declared safe: then `free`), `held` ->
+   * `free`. Run it periodically so no key stays stuck when nobody retries it.
+   */
+  sweep(): Promise<SweepReport>;
+
+  /** The key's current record, or undefined if the store never saw it. */
+  inspect(key: Key): Promise<KeyRecord | undefined>;
+
+  /** Keys, newest change first, optionally in one state. */
+  list(filter?: { state?: KeyState; limit?: number }): Promise<KeyRecord[]>;
+
+  /** The key's transitions, oldest first. */
+  events(key: Key): Promise<KeyEvent[]>;
+
+  /**
+   * Deletes done keys (and their events) last changed more than `olderThanMs`
+   * ago. Never touches uncertain keys or resource fences: a fence that went
+   * back to zero would let a stale holder's write through again.
+   */
+  purge(options: { olderThanMs: number }): Promise<number>;
+}
+
+/**
+ * The downstream side of the fence. The store issues fences; only the
+ * downstream can refuse a late write, and only if the comparison and the
+ * write happen in one atomic step.
+ */
+export interface FencedSink<Tx> {
+  /**
+   * Runs `write` only if `fence` is not below the highest fence this sink has
+   * seen for `resource` (equal is legal: one holder may write several times),
+   * raising that mark and writing atomically. A lower fence throws
+   * FenceStaleError and nothing is written.
+   */
+  writeFenced<T>(resource: string, fence: Fence, write: (tx: Tx) => Promise<T>): Promise<T>;
+}

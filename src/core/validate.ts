@@ -1,0 +1,110 @@
+import { InvalidActionError } from './errors.js';
+import type { Action, Resolution, RetrySafety } from './types.js';
+
+/**
+ * Limits every store enforces, so a malformed action is refused with a typed
+ * error before anything is written, the same way by every implementation.
+ */
+export interface Limits {
+  maxKeyBytes: number;
+  maxResourceBytes: number;
+  maxPayloadBytes: number;
+  maxReasonBytes: number;
+}
+
+export const defaultLimits: Limits = {
+  maxKeyBytes: 512,
+  maxResourceBytes: 256,
+  maxPayloadBytes: 1024 * 1024,
+  maxReasonBytes: 4096,
+};
+
+const retrySafeties: readonly RetrySafety[] = ['unknown', 'safe', 'unsafe'];
+const encoder = new TextEncoder();
+
+/**
+ * A text field must survive a round trip through any store byte for byte:
+ * no NUL (Postgres text cannot hold it) and no lone surrogate (it would be
+ * stored as U+FFFD, making two different keys equal).
+ */
+export function checkText(
+  field: string,
+  value: unknown,
+  maxBytes: number,
+  allowEmpty = false,
+): string {
+  if (typeof value !== 'string')
+    throw new InvalidActionError(field, `must be a string, got ${typeof value}`);
+  if (value.length === 0 && !allowEmpty) throw new InvalidActionError(field, 'must not be empty');
+  if (value.includes('\0')) throw new InvalidActionError(field, 'must not contain NUL bytes');
+  if (!value.isWellFormed()) throw new InvalidActionError(field, 'must be well-formed Unicode');
+  const bytes = encoder.encode(value).length;
+  if (bytes > maxBytes)
+    throw new InvalidActionError(field, `is ${bytes} bytes, the limit is ${maxBytes}`);
+  return value;
+}
+
+export function checkBytes(field: string, value: unknown, maxBytes: number): Uint8Array {
+  if (!(value instanceof Uint8Array)) throw new InvalidActionError(field, 'must be a Uint8Array');
+  if (value.length > maxBytes) {
+    throw new InvalidActionError(field, `is ${value.length} bytes, the limit is ${maxBytes}`);
+  }
+  return value;
+}
+
+/** A TTL is a positive whole number of milliseconds; zero would mean a gate that is never held, Infinity one that is never freed. */
+export function checkTtl(ttlMs: unknown): number {
+  if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
+    throw new InvalidActionError(
+      'ttlMs',
+      `must be a positive integer number of milliseconds, got ${String(ttlMs)}`,
+    );
+  }
+  return ttlMs;
+}
+
+/** Validates an action and returns it with defaults filled in. */
+export function checkAction(action: Action, limits: Limits = defaultLimits): Required<Action> {
+  if (typeof action !== 'object' || action === null)
+    throw new InvalidActionError('action', 'must be an object');
+  const retrySafety = action.retrySafety ?? 'unknown';
+  if (!retrySafeties.includes(retrySafety)) {
+    throw new InvalidActionError('retrySafety', `must be one of ${retrySafeties.join(', ')}`);
+  }
+  return {
+    key: checkText('key', action.key, limits.maxKeyBytes),
+    resource: checkText('resource', action.resource, limits.maxResourceBytes),
+    payload: checkBytes('payload', action.payload ?? new Uint8Array(0), limits.maxPayloadBytes),
+    retrySafety,
+  };
+}
+
+export function checkReason(reason: unknown, limits: Limits = defaultLimits): string {
+  return checkText('reason', reason, limits.maxReasonBytes);
+}
+
+export function checkResolution(
+  resolution: Resolution,
+  limits: Limits = defaultLimits,
+): Resolution {
+  if (typeof resolution !== 'object' || resolution === null) {
+    throw new InvalidActionError('resolution', 'must be an object');
+  }
+  if (typeof resolution.applied !== 'boolean')
+    throw new InvalidActionError('applied', 'must be a boolean');
+  const checked: Resolution = {
+    applied: resolution.applied,
+    reason: checkReason(resolution.reason, limits),
+  };
+  if (resolution.by !== undefined) checked.by = checkText('by', resolution.by, limits.maxKeyBytes);
+  if (resolution.applied) {
+    checked.result = {
+      payload: checkBytes(
+        'result',
+        resolution.result?.payload ?? new Uint8Array(0),
+        limits.maxPayloadBytes,
+      ),
+    };
+  }
+  return checked;
+}

@@ -1,0 +1,337 @@
+import { FenceStaleError, KeyConflictError, NotUncertainError } from '../core/errors.js';
+import type { FencedSink, Store } from '../core/store.js';
+import type {
+  Acquisition,
+  Action,
+  Fence,
+  Key,
+  KeyEvent,
+  KeyRecord,
+  KeyState,
+  Lease,
+  Resolution,
+  ResolveOutcome,
+  Result,
+  RetrySafety,
+  SweepReport,
+} from '../core/types.js';
+import {
+  checkAction,
+  checkBytes,
+  checkReason,
+  checkResolution,
+  checkText,
+  checkTtl,
+  defaultLimits,
+  type Limits,
+} from '../core/validate.js';
+import { KeyedGate } from '../syncx/index.js';
+import { payloadDigest } from './digest.js';
+
+interface KeyRow {
+  key: Key;
+  resource: string;
+  digest: Buffer;
+  state: KeyState;
+  fence: Fence;
+  retrySafety: RetrySafety;
+  result?: Result;
+  reason?: string;
+  updatedAt: number;
+}
+
+interface ResourceRow {
+  fence: Fence;
+  holder?: { key: Key; expiresAt: number };
+}
+
+export interface MemoryStoreOptions {
+  /** The store's clock in epoch milliseconds; inject one to test lease expiry without waiting. */
+  now?: () => number;
+  limits?: Partial<Limits>;
+}
+
+/**
+ * The reference Store: the whole state machine in one process, each method
+ * synchronous inside (so atomic) behind a promise. Use it in tests and
+ * single-process tools; it guards nothing across processes.
+ */
+export class MemoryStore implements Store {
+  readonly #keys = new Map<Key, KeyRow>();
+  readonly #resources = new Map<string, ResourceRow>();
+  readonly #events: KeyEvent[] = [];
+  readonly #now: () => number;
+  readonly #limits: Limits;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.#now = options.now ?? Date.now;
+    this.#limits = { ...defaultLimits, ...options.limits };
+  }
+
+  async acquire(
+    action: Action,
+    ttlMs: number,
+    options: { applying?: boolean } = {},
+  ): Promise<Acquisition> {
+    const a = checkAction(action, this.#limits);
+    checkTtl(ttlMs);
+    const now = this.#now();
+    const digest = payloadDigest(a.payload);
+    const existing = this.#keys.get(a.key);
+    if (existing) {
+      if (existing.resource !== a.resource) throw new KeyConflictError(a.key, 'resource');
+      if (!existing.digest.equals(digest)) throw new KeyConflictError(a.key, 'payload');
+      if (existing.state === 'done') return { outcome: 'replayed', result: copy(existing.result!) };
+      if (existing.state === 'uncertain')
+        return { outcome: 'uncertain', reason: existing.reason ?? '' };
+    }
+    const resource = this.#resource(a.resource);
+    const holder = resource.holder;
+    const live = holder !== undefined && holder.expiresAt > now;
+    if (existing?.state === 'applying' && !live && a.retrySafety !== 'safe') {
+      this.#transition(existing, 'uncertain', LEASE_LOST, 'acquire');
+      resource.holder = undefined;
+      return { outcome: 'uncertain', reason: LEASE_LOST };
+    }
+    if (live) return { outcome: 'contended', retryAfterMs: holder.expiresAt - now };
+    if (holder && holder.key !== a.key) this.#conclude(holder.key, 'takeover');
+
+    const row: KeyRow = existing ?? {
+      key: a.key,
+      resource: a.resource,
+      digest,
+      state: 'free',
+      fence: 0,
+      retrySafety: a.retrySafety,
+      updatedAt: now,
+    };
+    this.#keys.set(a.key, row);
+    resource.fence += 1;
+    resource.holder = { key: a.key, expiresAt: now + ttlMs };
+    row.fence = resource.fence;
+    row.retrySafety = a.retrySafety;
+    this.#transition(row, options.applying ? 'applying' : 'held', 'granted', 'acquire');
+    return {
+      outcome: 'applied',
+      lease: { resource: a.resource, fence: resource.fence, ttlMs, expiresAt: now + ttlMs },
+    };
+  }
+
+  async renew(
+    action: Action,
+    lease: Lease,
+    ttlMs: number,
+    options: { applying?: boolean } = {},
+  ): Promise<Lease> {
+    checkTtl(ttlMs);
+    const { row, resource } = this.#holding(action, lease);
+    const expiresAt = this.#now() + ttlMs;
+    resource.holder = { key: row.key, expiresAt };
+    if (options.applying && row.state === 'held')
+      this.#transition(row, 'applying', 'prepared', 'renew');
+    return { ...lease, ttlMs, expiresAt };
+  }
+
+  async complete(action: Action, lease: Lease, result: Result): Promise<Result> {
+    checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
+    const done = this.#keys.get(checkAction(action, this.#limits).key);
+    if (done?.state === 'done' && done.fence === lease.fence) return copy(done.result!);
+    const { row, resource } = this.#holding(action, lease);
+    resource.holder = undefined;
+    row.result = copy(result);
+    this.#transition(row, 'done', 'completed', 'complete');
+    return copy(result);
+  }
+
+  async markUncertain(action: Action, lease: Lease, reason: string): Promise<void> {
+    checkReason(reason, this.#limits);
+    const marked = this.#keys.get(checkAction(action, this.#limits).key);
+    if (marked?.state === 'uncertain' && marked.fence === lease.fence) return;
+    const { row, resource } = this.#holding(action, lease);
+    resource.holder = undefined;
+    this.#transition(row, 'uncertain', reason, 'markUncertain');
+  }
+
+  async release(action: Action, lease: Lease): Promise<void> {
+    const a = checkAction(action, this.#limits);
+    const resource = this.#resources.get(a.resource);
+    if (resource && resource.fence === lease.fence && resource.holder?.key !== a.key) return;
+    const { row } = this.#holding(action, lease);
+    resource!.holder = undefined;
+    this.#transition(row, 'free', 'released', 'release');
+  }
+
+  async resolveUncertain(key: Key, resolution: Resolution): Promise<ResolveOutcome> {
+    checkText('key', key, this.#limits.maxKeyBytes);
+    const verdict = checkResolution(resolution, this.#limits);
+    const row = this.#keys.get(key);
+    if (row?.state === 'done')
+      return { outcome: 'replayed', applied: true, result: copy(row.result!) };
+    if (row?.state !== 'uncertain') throw new NotUncertainError(key, row?.state ?? 'unknown');
+    const actor = verdict.by ?? 'resolve';
+    if (verdict.applied) {
+      row.result = copy(verdict.result!);
+      this.#transition(row, 'done', verdict.reason, actor);
+      return { outcome: 'resolved', applied: true, result: copy(verdict.result!) };
+    }
+    row.reason = undefined;
+    this.#transition(row, 'free', verdict.reason, actor);
+    return { outcome: 'resolved', applied: false };
+  }
+
+  async sweep(): Promise<SweepReport> {
+    const now = this.#now();
+    const report: SweepReport = { uncertain: [], freed: [] };
+    for (const resource of this.#resources.values()) {
+      if (!resource.holder || resource.holder.expiresAt > now) continue;
+      const to = this.#conclude(resource.holder.key, 'sweep');
+      if (to === 'uncertain') report.uncertain.push(resource.holder.key);
+      if (to === 'free') report.freed.push(resource.holder.key);
+      resource.holder = undefined;
+    }
+    return report;
+  }
+
+  async inspect(key: Key): Promise<KeyRecord | undefined> {
+    const row = this.#keys.get(key);
+    return row && toRecord(row);
+  }
+
+  async list(filter: { state?: KeyState; limit?: number } = {}): Promise<KeyRecord[]> {
+    return [...this.#keys.values()]
+      .filter((row) => filter.state === undefined || row.state === filter.state)
+      .sort((a, b) => b.updatedAt - a.updatedAt)
+      .slice(0, filter.limit ?? Number.POSITIVE_INFINITY)
+      .map(toRecord);
+  }
+
+  async events(key: Key): Promise<KeyEvent[]> {
+    return this.#events.filter((event) => event.key === key).map((event) => ({ ...event }));
+  }
+
+  async purge(options: { olderThanMs: number }): Promise<number> {
+    const cutoff = this.#now() - checkTtl(options.olderThanMs);
+    let purged = 0;
+    for (const row of [...this.#keys.values()]) {
+      if (row.state !== 'done' || row.updatedAt >= cutoff) continue;
+      this.#keys.delete(row.key);
+      purged += 1;
+    }
+    const kept = this.#events.filter((event) => this.#keys.has(event.key));
+    this.#events.splice(0, this.#events.length, ...kept);
+    return purged;
+  }
+
+  #resource(name: string): ResourceRow {
+    let resource = this.#resources.get(name);
+    if (!resource) {
+      resource = { fence: 0 };
+      this.#resources.set(name, resource);
+    }
+    return resource;
+  }
+
+  /** The fence rule shared by renew, complete, markUncertain and release: this lease's fence is current and this key holds it (expired but untaken is still held). */
+  #holding(action: Action, lease: Lease): { row: KeyRow; resource: ResourceRow } {
+    const a = checkAction(action, this.#limits);
+    const row = this.#keys.get(a.key);
+    const resource = this.#resources.get(a.resource);
+    const holds =
+      row !== undefined &&
+      resource !== undefined &&
+      lease.resource === a.resource &&
+      row.resource === a.resource &&
+      resource.fence === lease.fence &&
+      row.fence === lease.fence &&
+      resource.holder?.key === a.key &&
+      (row.state === 'held' || row.state === 'applying');
+    if (!holds) throw new FenceStaleError(a.resource, lease.fence);
+    return { row, resource };
+  }
+
+  /** Ends an expired holder's claim: a key is never left pretending to hold a lease it lost. */
+  #conclude(key: Key, actor: string): KeyState | undefined {
+    const row = this.#keys.get(key);
+    if (row?.state === 'applying') {
+      if (row.retrySafety === 'safe') this.#transition(row, 'free', LEASE_LOST_SAFE, actor);
+      else this.#transition(row, 'uncertain', LEASE_LOST, actor);
+      return row.state;
+    }
+    if (row?.state === 'held') {
+      this.#transition(row, 'free', 'lease expired before apply', actor);
+      return row.state;
+    }
+    return undefined;
+  }
+
+  #transition(row: KeyRow, to: KeyState, reason: string, actor: string): void {
+    const at = this.#now();
+    this.#events.push({ key: row.key, from: row.state, to, fence: row.fence, reason, actor, at });
+    row.state = to;
+    row.updatedAt = at;
+    if (to === 'uncertain') row.reason = reason;
+  }
+}
+
+const LEASE_LOST = 'lease lost during apply';
+const LEASE_LOST_SAFE = 'lease lost during apply; declared safe to re-apply';
+
+function copy(result: Result): Result {
+  return { payload: new Uint8Array(result.payload) };
+}
+
+function toRecord(row: KeyRow): KeyRecord {
+  const record: KeyRecord = {
+    key: row.key,
+    resource: row.resource,
+    state: row.state,
+    fence: row.fence,
+    retrySafety: row.retrySafety,
+    updatedAt: row.updatedAt,
+  };
+  if (row.result) record.result = copy(row.result);
+  if (row.reason !== undefined) record.reason = row.reason;
+  return record;
+}
+
+/** What a MemoryFencedSink write sees: which resource and fence it is writing under. */
+export interface MemorySinkWrite {
+  resource: string;
+  fence: Fence;
+}
+
+/**
+ * The reference FencedSink. Writes to one resource run one at a time, so the
+ * fence comparison and the write cannot interleave with another writer's; a
+ * failed write leaves the mark as it was, like a rolled-back transaction.
+ */
+export class MemoryFencedSink implements FencedSink<MemorySinkWrite> {
+  readonly #highest = new Map<string, Fence>();
+  readonly #serial = new KeyedGate(1);
+
+  /** The highest fence accepted for `resource`, 0 if none. */
+  highestFence(resource: string): Fence {
+    return this.#highest.get(resource) ?? 0;
+  }
+
+  async writeFenced<T>(
+    resource: string,
+    fence: Fence,
+    write: (tx: MemorySinkWrite) => Promise<T>,
+  ): Promise<T> {
+    const release = await this.#serial.acquire(resource);
+    try {
+      const previous = this.highestFence(resource);
+      if (fence < previous) throw new FenceStaleError(resource, fence);
+      this.#highest.set(resource, fence);
+      try {
+        return await write({ resource, fence });
+      } catch (error) {
+        this.#highest.set(resource, previous);
+        throw error;
+      }
+    } finally {
+      release();
+    }
+  }
+}

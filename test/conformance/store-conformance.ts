@@ -1,0 +1,491 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  type Action,
+  FenceStaleError,
+  InvalidActionError,
+  KeyConflictError,
+  type Lease,
+  NotUncertainError,
+  type Store,
+} from '../../src/core/index.js';
+import { bytes, text } from '../support/bytes.js';
+
+/**
+ * What a store implementation provides to the conformance suite. `advance`
+ * moves the store's clock forward (an injected clock, or the database's
+ * clock function in a test schema), so lease expiry is tested without sleeping.
+ */
+export interface StoreHarness {
+  store: Store;
+  advance(ms: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export type StoreFactory = () => Promise<StoreHarness>;
+
+const TTL = 10_000;
+
+/** The contract every Store must pass, unchanged, whatever it is built on. */
+export function describeStoreConformance(name: string, factory: StoreFactory): void {
+  describe(`Store conformance: ${name}`, () => {
+    let h: StoreHarness;
+    let store: Store;
+    let seq = 0;
+    beforeEach(async () => {
+      h = await factory();
+      store = h.store;
+    });
+    afterEach(async () => {
+      await h.close();
+    });
+
+    /** Fresh key and resource names per test, so a shared database never leaks state between tests. */
+    function action(overrides: Partial<Action> = {}): Action {
+      seq += 1;
+      return {
+        key: `k-${seq}-${Math.random()}`,
+        resource: `r-${seq}-${Math.random()}`,
+        ...overrides,
+      };
+    }
+
+    async function grant(a: Action, applying = true): Promise<Lease> {
+      const acq = await store.acquire(a, TTL, { applying });
+      if (acq.outcome !== 'applied') throw new Error(`expected a grant, got ${acq.outcome}`);
+      return acq.lease;
+    }
+
+    describe('acquire precedence', () => {
+      it('grants a free key with fence 1 and a lease judged by the store clock', async () => {
+        const a = action();
+        const acq = await store.acquire(a, TTL);
+        expect(acq.outcome).toBe('applied');
+        if (acq.outcome !== 'applied') return;
+        expect(acq.lease.fence).toBe(1);
+        expect(acq.lease.resource).toBe(a.resource);
+        expect(acq.lease.ttlMs).toBe(TTL);
+        expect((await store.inspect(a.key))?.state).toBe('held');
+      });
+
+      it('grants straight into applying when asked', async () => {
+        const a = action();
+        await grant(a, true);
+        expect((await store.inspect(a.key))?.state).toBe('applying');
+      });
+
+      it('done beats everything: replayed with the stored result, no fence issued', async () => {
+        const a = action();
+        const lease = await grant(a);
+        await store.complete(a, lease, { payload: bytes('first') });
+        const acq = await store.acquire(a, TTL);
+        expect(acq).toEqual({ outcome: 'replayed', result: { payload: bytes('first') } });
+        const other = action({ resource: a.resource });
+        const next = await grant(other);
+        expect(next.fence).toBe(2);
+      });
+
+      it('done beats a live holder on the same resource', async () => {
+        const a = action();
+        await store.complete(a, await grant(a), { payload: bytes('r') });
+        await grant(action({ resource: a.resource }));
+        expect((await store.acquire(a, TTL)).outcome).toBe('replayed');
+      });
+
+      it('uncertain beats contended and is never granted', async () => {
+        const a = action();
+        const lease = await grant(a);
+        await store.markUncertain(a, lease, 'response lost');
+        await grant(action({ resource: a.resource }));
+        expect(await store.acquire(a, TTL)).toEqual({
+          outcome: 'uncertain',
+          reason: 'response lost',
+        });
+        await h.advance(TTL * 3);
+        expect((await store.acquire(a, TTL)).outcome).toBe('uncertain');
+      });
+
+      it('a live holder makes others contended, with the time left on its lease', async () => {
+        const a = action();
+        await grant(a);
+        await h.advance(4_000);
+        const acq = await store.acquire(action({ resource: a.resource }), TTL);
+        expect(acq.outcome).toBe('contended');
+        if (acq.outcome !== 'contended') return;
+        expect(acq.retryAfterMs).toBeGreaterThan(5_000);
+        expect(acq.retryAfterMs).toBeLessThanOrEqual(6_000);
+      });
+
+      it('the same key with a live lease is contended too', async () => {
+        const a = action();
+        await grant(a, false);
+        expect((await store.acquire(a, TTL)).outcome).toBe('contended');
+      });
+
+      it('applying with a lost lease becomes uncertain and frees the resource', async () => {
+        const a = action();
+        await grant(a, true);
+        await h.advance(TTL + 1);
+        expect(await store.acquire(a, TTL)).toEqual({
+          outcome: 'uncertain',
+          reason: 'lease lost during apply',
+        });
+        expect((await store.inspect(a.key))?.state).toBe('uncertain');
+        const next = await grant(action({ resource: a.resource }));
+        expect(next.fence).toBe(2);
+      });
+
+      it('applying with a lost lease is re-granted when declared safe', async () => {
+        const a = action({ retrySafety: 'safe' });
+        await grant(a, true);
+        await h.advance(TTL + 1);
+        const lease = await grant(a, true);
+        expect(lease.fence).toBe(2);
+      });
+
+      it('held with a lost lease is simply re-granted with the next fence', async () => {
+        const a = action();
+        await grant(a, false);
+        await h.advance(TTL + 1);
+        expect((await grant(a, false)).fence).toBe(2);
+      });
+
+      it('a takeover concludes the previous holder: applying -> uncertain, held -> free', async () => {
+        const applying = action();
+        await grant(applying, true);
+        await h.advance(TTL + 1);
+        const taker = action({ resource: applying.resource });
+        expect((await grant(taker)).fence).toBe(2);
+        expect((await store.inspect(applying.key))?.state).toBe('uncertain');
+
+        const held = action();
+        await grant(held, false);
+        await h.advance(TTL + 1);
+        await grant(action({ resource: held.resource }));
+        expect((await store.inspect(held.key))?.state).toBe('free');
+        const events = await store.events(applying.key);
+        expect(events.map((e) => e.to)).toEqual(['applying', 'uncertain']);
+        expect(events[1]?.reason).toBe('lease lost during apply');
+      });
+
+      it('fences only grow per resource, and resources are independent', async () => {
+        const shared = action().resource;
+        const fences: number[] = [];
+        for (let i = 0; i < 5; i++) {
+          const a = action({ resource: shared });
+          const lease = await grant(a);
+          fences.push(lease.fence);
+          if (i % 2 === 0) await store.complete(a, lease, { payload: bytes(String(i)) });
+          else await store.release(a, lease);
+        }
+        expect(fences).toEqual([1, 2, 3, 4, 5]);
+        expect((await grant(action())).fence).toBe(1);
+      });
+    });
+
+    describe('key binding', () => {
+      it('rejects the same key on another resource', async () => {
+        const a = action();
+        await grant(a);
+        await expect(store.acquire({ ...a, resource: 'elsewhere' }, TTL)).rejects.toBeInstanceOf(
+          KeyConflictError,
+        );
+      });
+
+      it('rejects the same key with another payload, also after done', async () => {
+        const a = action({ payload: bytes('amount=10') });
+        await store.complete(a, await grant(a), { payload: bytes('ok') });
+        const conflict = store.acquire({ ...a, payload: bytes('amount=11') }, TTL);
+        await expect(conflict).rejects.toMatchObject({ code: 'KEY_CONFLICT', field: 'payload' });
+        expect((await store.acquire(a, TTL)).outcome).toBe('replayed');
+      });
+    });
+
+    describe('fence rules', () => {
+      it('renew extends a current lease, and may revive an expired untaken one', async () => {
+        const a = action();
+        const lease = await grant(a, false);
+        await h.advance(TTL - 1);
+        const renewed = await store.renew(a, lease, TTL);
+        expect(renewed.fence).toBe(lease.fence);
+        await h.advance(TTL - 1);
+        expect((await store.acquire(action({ resource: a.resource }), TTL)).outcome).toBe(
+          'contended',
+        );
+        await h.advance(TTL * 2);
+        await store.renew(a, renewed, TTL);
+        expect((await store.acquire(action({ resource: a.resource }), TTL)).outcome).toBe(
+          'contended',
+        );
+      });
+
+      it('renew with applying moves held to applying', async () => {
+        const a = action();
+        const lease = await grant(a, false);
+        await store.renew(a, lease, TTL, { applying: true });
+        expect((await store.inspect(a.key))?.state).toBe('applying');
+      });
+
+      it('renew, complete, markUncertain and release refuse a lease that was taken over', async () => {
+        const a = action();
+        const old = await grant(a, false);
+        await h.advance(TTL + 1);
+        const b = action({ resource: a.resource });
+        const current = await grant(b);
+        await expect(store.renew(a, old, TTL)).rejects.toBeInstanceOf(FenceStaleError);
+        await expect(store.complete(a, old, { payload: bytes('late') })).rejects.toBeInstanceOf(
+          FenceStaleError,
+        );
+        await expect(store.markUncertain(a, old, 'late')).rejects.toBeInstanceOf(FenceStaleError);
+        await expect(store.release(a, old)).rejects.toBeInstanceOf(FenceStaleError);
+        expect((await store.inspect(b.key))?.state).toBe('applying');
+        await store.complete(b, current, { payload: bytes('b') });
+        expect((await store.acquire(b, TTL)).outcome).toBe('replayed');
+      });
+
+      it('a lease of another key with the right fence number proves nothing', async () => {
+        const a = action();
+        const lease = await grant(a);
+        const intruder = action();
+        await expect(
+          store.complete(intruder, lease, { payload: bytes('x') }),
+        ).rejects.toBeInstanceOf(FenceStaleError);
+      });
+
+      it('complete is idempotent for the same fence and keeps the first result', async () => {
+        const a = action();
+        const lease = await grant(a);
+        expect(await store.complete(a, lease, { payload: bytes('one') })).toEqual({
+          payload: bytes('one'),
+        });
+        expect(await store.complete(a, lease, { payload: bytes('two') })).toEqual({
+          payload: bytes('one'),
+        });
+        expect(await store.acquire(a, TTL)).toEqual({
+          outcome: 'replayed',
+          result: { payload: bytes('one') },
+        });
+      });
+
+      it('complete frees the resource at once', async () => {
+        const a = action();
+        await store.complete(a, await grant(a), { payload: bytes('x') });
+        expect((await grant(action({ resource: a.resource }))).fence).toBe(2);
+      });
+
+      it('markUncertain is idempotent and frees the resource', async () => {
+        const a = action();
+        const lease = await grant(a);
+        await store.markUncertain(a, lease, 'timeout');
+        await store.markUncertain(a, lease, 'timeout again');
+        expect((await store.inspect(a.key))?.reason).toBe('timeout');
+        expect((await store.acquire(action({ resource: a.resource }), TTL)).outcome).toBe(
+          'applied',
+        );
+      });
+
+      it('release frees the resource, puts the key back to free (never done), and is idempotent', async () => {
+        const a = action();
+        const lease = await grant(a, false);
+        await store.release(a, lease);
+        await store.release(a, lease);
+        expect((await store.inspect(a.key))?.state).toBe('free');
+        expect((await grant(a)).fence).toBe(2);
+      });
+    });
+
+    describe('sweep', () => {
+      it('concludes expired holders and leaves live ones alone', async () => {
+        const applying = action();
+        const held = action();
+        const safe = action({ retrySafety: 'safe' });
+        const live = action();
+        await grant(applying, true);
+        await grant(held, false);
+        await grant(safe, true);
+        await h.advance(TTL + 1);
+        await grant(live, true);
+        const report = await store.sweep();
+        expect(report.uncertain).toContain(applying.key);
+        expect(report.freed).toEqual(expect.arrayContaining([held.key, safe.key]));
+        expect(report.uncertain).not.toContain(live.key);
+        expect(report.freed).not.toContain(live.key);
+        expect((await store.inspect(applying.key))?.state).toBe('uncertain');
+        expect((await store.inspect(held.key))?.state).toBe('free');
+        expect((await store.inspect(live.key))?.state).toBe('applying');
+        const again = await store.sweep();
+        expect([...again.uncertain, ...again.freed]).not.toContain(applying.key);
+      });
+    });
+
+    describe('resolution', () => {
+      async function uncertain(): Promise<Action> {
+        const a = action();
+        await store.markUncertain(a, await grant(a), 'response lost');
+        return a;
+      }
+
+      it('applied: the key becomes done with the given result and replays it', async () => {
+        const a = await uncertain();
+        const verdict = await store.resolveUncertain(a.key, {
+          applied: true,
+          result: { payload: bytes('charged') },
+          reason: 'seen in the bank statement',
+          by: 'alice',
+        });
+        expect(verdict).toEqual({
+          outcome: 'resolved',
+          applied: true,
+          result: { payload: bytes('charged') },
+        });
+        expect(await store.acquire(a, TTL)).toEqual({
+          outcome: 'replayed',
+          result: { payload: bytes('charged') },
+        });
+        const last = (await store.events(a.key)).at(-1);
+        expect(last).toMatchObject({
+          from: 'uncertain',
+          to: 'done',
+          reason: 'seen in the bank statement',
+          actor: 'alice',
+        });
+      });
+
+      it('not applied: the key can be granted again', async () => {
+        const a = await uncertain();
+        expect(
+          await store.resolveUncertain(a.key, { applied: false, reason: 'not in the statement' }),
+        ).toEqual({
+          outcome: 'resolved',
+          applied: false,
+        });
+        expect((await grant(a)).fence).toBe(2);
+      });
+
+      it('first resolution wins', async () => {
+        const a = await uncertain();
+        await store.resolveUncertain(a.key, {
+          applied: true,
+          result: { payload: bytes('1') },
+          reason: 'first',
+        });
+        const second = await store.resolveUncertain(a.key, { applied: false, reason: 'second' });
+        expect(second).toEqual({
+          outcome: 'replayed',
+          applied: true,
+          result: { payload: bytes('1') },
+        });
+
+        const b = await uncertain();
+        await store.resolveUncertain(b.key, { applied: false, reason: 'first' });
+        await expect(
+          store.resolveUncertain(b.key, { applied: true, reason: 'second' }),
+        ).rejects.toBeInstanceOf(NotUncertainError);
+      });
+
+      it('refuses keys that are not uncertain, or unknown', async () => {
+        const a = action();
+        await grant(a);
+        await expect(
+          store.resolveUncertain(a.key, { applied: false, reason: 'x' }),
+        ).rejects.toMatchObject({
+          code: 'NOT_UNCERTAIN',
+        });
+        await expect(
+          store.resolveUncertain('never-seen', { applied: false, reason: 'x' }),
+        ).rejects.toBeInstanceOf(NotUncertainError);
+      });
+
+      it('needs no fence: the holder may be long dead', async () => {
+        const a = action();
+        await grant(a, true);
+        await h.advance(TTL * 10);
+        await store.sweep();
+        await store.resolveUncertain(a.key, {
+          applied: true,
+          result: { payload: bytes('ok') },
+          reason: 'probe',
+        });
+        expect((await store.acquire(a, TTL)).outcome).toBe('replayed');
+      });
+    });
+
+    describe('bookkeeping', () => {
+      it('records every transition with fence, reason and actor', async () => {
+        const a = action();
+        const lease = await grant(a, false);
+        await store.renew(a, lease, TTL, { applying: true });
+        await store.complete(a, lease, { payload: bytes('x') });
+        const events = await store.events(a.key);
+        expect(events.map((e) => [e.from, e.to, e.fence])).toEqual([
+          ['free', 'held', 1],
+          ['held', 'applying', 1],
+          ['applying', 'done', 1],
+        ]);
+        expect(
+          events.every(
+            (e) => typeof e.at === 'number' && e.reason.length > 0 && e.actor.length > 0,
+          ),
+        ).toBe(true);
+      });
+
+      it('lists keys by state', async () => {
+        const a = action();
+        const b = action();
+        await store.markUncertain(a, await grant(a), 'lost');
+        await grant(b);
+        const uncertain = await store.list({ state: 'uncertain', limit: 1000 });
+        expect(uncertain.map((r) => r.key)).toContain(a.key);
+        expect(uncertain.map((r) => r.key)).not.toContain(b.key);
+      });
+
+      it('purge deletes old done keys only, and fences never restart', async () => {
+        const done = action();
+        await store.complete(done, await grant(done), { payload: bytes('x') });
+        const doubtful = action();
+        await store.markUncertain(doubtful, await grant(doubtful), 'lost');
+        await h.advance(60_000);
+        const purged = await store.purge({ olderThanMs: 30_000 });
+        expect(purged).toBeGreaterThanOrEqual(1);
+        expect(await store.inspect(done.key)).toBeUndefined();
+        expect(await store.events(done.key)).toEqual([]);
+        expect((await store.inspect(doubtful.key))?.state).toBe('uncertain');
+        expect((await grant(action({ resource: done.resource }))).fence).toBe(2);
+      });
+    });
+
+    describe('bad input is refused and nothing is written', () => {
+      const cases: Array<[string, Partial<Action>]> = [
+        ['empty key', { key: '' }],
+        ['empty resource', { resource: '' }],
+        ['NUL in key', { key: 'a\0b' }],
+        ['lone surrogate in key', { key: 'a\uD800' }],
+        ['oversized key', { key: 'k'.repeat(513) }],
+        ['oversized resource', { resource: 'r'.repeat(257) }],
+        ['oversized payload', { payload: new Uint8Array(1024 * 1024 + 1) }],
+        ['unknown retrySafety', { retrySafety: 'maybe' as never }],
+      ];
+      it.each(cases)('%s', async (_label, overrides) => {
+        const a = action(overrides);
+        await expect(store.acquire(a, TTL)).rejects.toBeInstanceOf(InvalidActionError);
+        if (a.key) expect(await store.inspect(a.key)).toBeUndefined();
+      });
+
+      it.each([0, -1, Number.NaN, Number.POSITIVE_INFINITY, 1.5])('ttl %s', async (ttl) => {
+        const a = action();
+        await expect(store.acquire(a, ttl)).rejects.toMatchObject({ code: 'INVALID_ACTION' });
+        expect(await store.inspect(a.key)).toBeUndefined();
+      });
+
+      it('SQL metacharacters and non-ASCII are ordinary text', async () => {
+        const a = action({
+          key: `'); DROP TABLE keys; -- ${seq} 鍵 🔑`,
+          resource: `r' OR '1'='1 ${seq} ü`,
+        });
+        await store.complete(a, await grant(a), { payload: bytes('ok') });
+        expect((await store.inspect(a.key))?.resource).toBe(a.resource);
+        const replay = await store.acquire(a, TTL);
+        expect(replay.outcome === 'replayed' && text(replay.result.payload)).toBe('ok');
+      });
+    });
+  });
+}
