@@ -182,8 +182,7 @@ stop() {
   fi
   say "stopping pid $pid"
   kill -TERM "$pid"
-  local i
-  for i in $(seq 1 50); do
+  for _ in $(seq 1 50); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.2
   done
