@@ -73,7 +73,7 @@ export class Runner {
 
   /** Applies once, in one phase: two round trips (acquire straight into `applying`, complete). */
   execute(action: Action, apply: Apply, options: ExecuteOptions = {}): Promise<Execution> {
-    return this.#execute(action, undefined, apply, options);
+    return this.#execute(action, undefined, (_, context) => apply(context), options);
   }
 
   /** Prepares, re-checks the lease, then applies; a prepare that outlived its lease ends as `contended` with LeaseLostError and nothing applied. */
