@@ -1,0 +1,124 @@
+import { parseArgs } from 'node:util';
+import type { KeyState } from '../core/types.js';
+import { HELP, UsageError } from './usage.js';
+
+/** A parsed command line; every field is checked, so commands never see malformed input. */
+export type Command =
+  | { name: 'help'; topic: string }
+  | { name: 'migrate'; json: boolean }
+  | { name: 'list'; json: boolean; state?: KeyState; limit: number }
+  | { name: 'show'; json: boolean; key: string }
+  | {
+      name: 'resolve';
+      json: boolean;
+      key: string;
+      applied: boolean;
+      reason: string;
+      result: unknown;
+      by: string;
+    }
+  | { name: 'purge'; json: boolean; olderThanMs: number };
+
+const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
+const OPTIONS: Record<string, string[]> = {
+  list: ['state', 'limit'],
+  resolve: ['applied', 'not-applied', 'reason', 'result', 'by'],
+  purge: ['older-than'],
+};
+const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+export function parseCommand(argv: string[], user = 'cli'): Command {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help')
+    return { name: 'help', topic: 'main' };
+  const help = HELP[name];
+  if (!help || name === 'main') throw new UsageError(`unknown command "${name}"`, HELP.main!);
+  const { values, positionals } = parse(rest, help);
+  if (values.help) return { name: 'help', topic: name };
+  const stray = Object.keys(values).find(
+    (option) => !['json', ...(OPTIONS[name] ?? [])].includes(option),
+  );
+  if (stray) throw new UsageError(`${name} does not take --${stray}`, help);
+  const json = values.json === true;
+  const one = (what: string): string => {
+    if (positionals.length !== 1 || !positionals[0])
+      throw new UsageError(`expected exactly one ${what}`, help);
+    return positionals[0];
+  };
+  const none = () => {
+    if (positionals.length > 0)
+      throw new UsageError(`unexpected argument "${positionals[0]}"`, help);
+  };
+  switch (name) {
+    case 'migrate':
+      none();
+      return { name, json };
+    case 'list': {
+      none();
+      const state = values.state as KeyState | undefined;
+      if (state !== undefined && !STATES.includes(state)) {
+        throw new UsageError(`--state must be one of ${STATES.join(', ')}`, help);
+      }
+      const limit = values.limit === undefined ? 50 : Number(values.limit);
+      if (!Number.isSafeInteger(limit) || limit <= 0)
+        throw new UsageError('--limit must be a positive integer', help);
+      return state ? { name, json, state, limit } : { name, json, limit };
+    }
+    case 'show':
+      return { name, json, key: one('key') };
+    case 'resolve': {
+      const key = one('key');
+      if (values.applied === values['not-applied']) {
+        throw new UsageError('give exactly one of --applied or --not-applied', help);
+      }
+      const reason = typeof values.reason === 'string' ? values.reason.trim() : '';
+      if (!reason) throw new UsageError('--reason is required: say why you judged it so', help);
+      if (values.result !== undefined && !values.applied) {
+        throw new UsageError('--result only goes with --applied', help);
+      }
+      let result: unknown = null;
+      if (typeof values.result === 'string') {
+        try {
+          result = JSON.parse(values.result);
+        } catch {
+          throw new UsageError(`--result is not valid JSON: ${values.result}`, help);
+        }
+      }
+      const by = typeof values.by === 'string' && values.by ? values.by : user;
+      return { name, json, key, applied: values.applied === true, reason, result, by };
+    }
+    case 'purge': {
+      none();
+      const match = /^(\d+)([smhd])$/.exec(String(values['older-than'] ?? ''));
+      if (!match) throw new UsageError('--older-than must look like 30d, 12h, 90m or 45s', help);
+      const olderThanMs = Number(match[1]) * UNITS[match[2]!]!;
+      if (olderThanMs <= 0) throw new UsageError('--older-than must be more than zero', help);
+      return { name, json, olderThanMs };
+    }
+  }
+  throw new UsageError(`unknown command "${name}"`, HELP.main!);
+}
+
+function parse(args: string[], help: string) {
+  try {
+    return parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+        state: { type: 'string' },
+        limit: { type: 'string' },
+        applied: { type: 'boolean' },
+        'not-applied': { type: 'boolean' },
+        reason: { type: 'string' },
+        result: { type: 'string' },
+        by: { type: 'string' },
+        'older-than': { type: 'string' },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, help);
+  }
+}

@@ -1,0 +1,101 @@
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { decodeJson, encodeJson } from '../core/json.js';
+import type { Store } from '../core/store.js';
+import {
+  type ReconcileResolution,
+  type ResolveInput,
+  reconcileWorkflowId,
+  resolveUpdate,
+} from '../workflows/protocol.js';
+
+/** How an operator's verdict ended: whether it was the one recorded, and what stands now. */
+export interface ResolveReport {
+  won: boolean;
+  via: 'workflow' | 'store';
+  applied: boolean;
+  result?: unknown;
+  reason?: string;
+  by?: string;
+  message: string;
+}
+
+/**
+ * Decides an uncertain key. Through its running ReconcileWorkflow when there
+ * is one, so the waiting workflow goes on at once; else straight in the store.
+ * Either way the first resolution wins and a later one is told what stands.
+ */
+export async function resolveKey(options: {
+  store: Store;
+  client?: Client | undefined;
+  key: string;
+  input: ResolveInput;
+}): Promise<ResolveReport> {
+  const { store, client, key, input } = options;
+  if (client && (await isRunning(client, key))) {
+    try {
+      const final = await client.workflow
+        .getHandle(reconcileWorkflowId(key))
+        .executeUpdate(resolveUpdate, { args: [input] });
+      return report('workflow', input, final, sameVerdict(input, final));
+    } catch (error) {
+      // The workflow closed between the check and the update: the store has the verdict.
+      if (await isRunning(client, key)) throw error;
+    }
+  }
+  const outcome = await store.resolveUncertain(key, {
+    applied: input.applied,
+    reason: input.reason,
+    result: encodeJson(input.result ?? null),
+    ...(input.by ? { by: input.by } : {}),
+  });
+  const result = outcome.result && decodeJson(outcome.result);
+  return report(
+    'store',
+    input,
+    { applied: outcome.applied, result },
+    outcome.outcome === 'resolved',
+  );
+}
+
+async function isRunning(client: Client, key: string): Promise<boolean> {
+  try {
+    const description = await client.workflow.getHandle(reconcileWorkflowId(key)).describe();
+    return description.status.name === 'RUNNING';
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return false;
+    throw error;
+  }
+}
+
+function sameVerdict(input: ResolveInput, final: ReconcileResolution): boolean {
+  return (
+    final.decidedBy === 'update' &&
+    final.applied === input.applied &&
+    final.reason === input.reason &&
+    final.by === input.by
+  );
+}
+
+function report(
+  via: ResolveReport['via'],
+  input: ResolveInput,
+  final: { applied: boolean; result?: unknown; reason?: string; by?: string },
+  won: boolean,
+): ResolveReport {
+  const verdict = final.applied
+    ? `applied, result ${JSON.stringify(final.result ?? null)}`
+    : 'not applied';
+  const message = won
+    ? `resolved: ${verdict} (via ${via === 'workflow' ? 'its ReconcileWorkflow' : 'the store'})`
+    : `already resolved${final.by ? ` by ${final.by}` : ''}: ${verdict}${final.reason ? ` (${final.reason})` : ''}; your verdict (${input.applied ? 'applied' : 'not applied'}) was not recorded`;
+  return {
+    won,
+    via,
+    applied: final.applied,
+    result: final.result,
+    reason: final.reason,
+    by: final.by,
+    message,
+  };
+}

@@ -1,0 +1,56 @@
+/** Bad command-line input: printed with the command's help, exit code 2, nothing touched. */
+export class UsageError extends Error {
+  readonly code = 'USAGE';
+  constructor(
+    message: string,
+    readonly help: string,
+  ) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+export const EXIT = { ok: 0, refused: 1, usage: 2, unavailable: 3 } as const;
+
+export const HELP: Record<string, string> = {
+  main: `sideeffect — inspect and resolve at-most-once side effects
+
+Usage: sideeffect <command> [options]
+
+Commands:
+  migrate                      create or upgrade the tables (safe to run from many workers)
+  list [--state S] [--limit N] keys, newest change first (S: free|held|applying|done|uncertain)
+  show <key>                   state, fence, result, reason and the event history of a key
+  resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME]
+                               decide an uncertain key (through its ReconcileWorkflow if one runs)
+  purge --older-than 30d       delete done keys past retention (never uncertain keys or fences)
+
+Options everywhere: --json (machine output), --help
+Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
+  SIDEEFFECT_SCHEMA (default sideeffect), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
+  TEMPORAL_NAMESPACE (default default)
+
+Exit codes: 0 done, 1 refused (e.g. already resolved), 2 bad arguments, 3 store or Temporal unreachable`,
+  migrate: `Usage: sideeffect migrate [--json]
+
+Creates or upgrades the sideeffect tables in SIDEEFFECT_SCHEMA. Idempotent; several
+workers may run it at once.`,
+  list: `Usage: sideeffect list [--state free|held|applying|done|uncertain] [--limit N] [--json]
+
+Lists keys, newest change first (default limit 50).`,
+  show: `Usage: sideeffect show <key> [--json]
+
+Shows a key's state, fence, result, reason and every transition with who made it and why.`,
+  resolve: `Usage: sideeffect resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME] [--json]
+
+Decides an uncertain key after you checked the downstream.
+  --applied       it took effect; --result is the JSON the workflow will get (default null)
+  --not-applied   it did not; the waiting workflow runs the effect again
+If the key's ReconcileWorkflow (reconcile/<key>) is running, the verdict goes through it,
+so the waiting workflow continues; otherwise it is recorded in the store directly.
+The first resolution wins: if someone resolved the key first, you are told so (exit 1).`,
+  purge: `Usage: sideeffect purge --older-than DURATION [--json]
+
+Deletes done keys (and their events) last changed more than DURATION ago, e.g. 30d, 12h, 90m.
+Uncertain keys and resource fences are never deleted.`,
+};

@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { parseCommand } from '../../src/cli/args.js';
+import { UsageError } from '../../src/cli/usage.js';
+
+describe('sideeffect command line', () => {
+  it('parses each command', () => {
+    expect(parseCommand(['migrate'])).toEqual({ name: 'migrate', json: false });
+    expect(parseCommand(['list', '--state', 'uncertain', '--limit', '5', '--json'])).toEqual({
+      name: 'list',
+      json: true,
+      state: 'uncertain',
+      limit: 5,
+    });
+    expect(parseCommand(['show', 'wf-1/charge'])).toEqual({
+      name: 'show',
+      json: false,
+      key: 'wf-1/charge',
+    });
+    expect(
+      parseCommand(
+        ['resolve', 'k', '--applied', '--reason', ' seen in bank ', '--result', '{"id":"ch_1"}'],
+        'cli:ann',
+      ),
+    ).toEqual({
+      name: 'resolve',
+      json: false,
+      key: 'k',
+      applied: true,
+      reason: 'seen in bank',
+      result: { id: 'ch_1' },
+      by: 'cli:ann',
+    });
+    expect(
+      parseCommand(['resolve', 'k', '--not-applied', '--reason', 'absent', '--by', 'bob']),
+    ).toMatchObject({
+      applied: false,
+      result: null,
+      by: 'bob',
+    });
+    expect(parseCommand(['purge', '--older-than', '30d'])).toEqual({
+      name: 'purge',
+      json: false,
+      olderThanMs: 30 * 86_400_000,
+    });
+  });
+
+  it('answers --help everywhere', () => {
+    expect(parseCommand([])).toEqual({ name: 'help', topic: 'main' });
+    expect(parseCommand(['--help'])).toEqual({ name: 'help', topic: 'main' });
+    for (const name of ['migrate', 'list', 'show', 'resolve', 'purge']) {
+      expect(parseCommand([name, '--help'])).toEqual({ name: 'help', topic: name });
+    }
+  });
+
+  // What was tried, and the message a person gets back.
+  const bad: Array<[string[], RegExp]> = [
+    [['frobnicate'], /unknown command "frobnicate"/],
+    [['list', '--state', 'weird'], /--state must be one of/],
+    [['list', '--limit', '0'], /--limit must be a positive integer/],
+    [['list', '--limit', 'ten'], /--limit must be a positive integer/],
+    [['list', 'extra'], /unexpected argument "extra"/],
+    [['show'], /expected exactly one key/],
+    [['show', 'a', 'b'], /expected exactly one key/],
+    [['show', 'a', '--reason', 'x'], /show does not take --reason/],
+    [['resolve', 'k', '--reason', 'x'], /exactly one of --applied or --not-applied/],
+    [['resolve', 'k', '--applied', '--not-applied', '--reason', 'x'], /exactly one of/],
+    [['resolve', 'k', '--applied'], /--reason is required/],
+    [['resolve', 'k', '--applied', '--reason', '   '], /--reason is required/],
+    [
+      ['resolve', 'k', '--applied', '--reason', 'x', '--result', '{oops'],
+      /--result is not valid JSON/,
+    ],
+    [
+      ['resolve', 'k', '--not-applied', '--reason', 'x', '--result', '1'],
+      /--result only goes with --applied/,
+    ],
+    [['resolve', 'k', '--applied', '--reason', 'x', '--colour'], /Unknown option '--colour'/],
+    [['purge'], /--older-than must look like/],
+    [['purge', '--older-than', '30 days'], /--older-than must look like/],
+    [['purge', '--older-than', '0d'], /more than zero/],
+  ];
+  it.each(bad)('refuses %j', (argv, message) => {
+    let thrown: unknown;
+    try {
+      parseCommand(argv);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(UsageError);
+    expect((thrown as UsageError).message).toMatch(message);
+    expect((thrown as UsageError).help).toMatch(/^Usage: sideeffect/m);
+  });
+});
