@@ -1,0 +1,138 @@
+import type pg from 'pg';
+import { FenceStaleError, InvalidActionError, StoreUnavailableError } from '../../core/errors.js';
+import type { FencedSink } from '../../core/store.js';
+import type { Fence } from '../../core/types.js';
+import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
+import {
+  DEFAULT_SCHEMA,
+  int,
+  openPool,
+  type PoolOptions,
+  type Statement,
+  statements,
+} from './sql.js';
+
+/** How a PgFencedSink connects and where its fence table is (the schema `migrate()` created). */
+export interface PgFencedSinkOptions extends PoolOptions {
+  schema?: string;
+  limits?: Partial<Pick<Limits, 'maxResourceBytes'>>;
+}
+
+const SQL = {
+  raise: (s: string) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
+    on conflict (resource) do update set fence = excluded.fence
+    where sink.fence <= excluded.fence
+    returning fence`,
+  highest: (s: string) => `select fence from ${s}.sink_fences where resource = $1`,
+};
+
+/**
+ * A FencedSink for writes into Postgres: the fence check and the caller's write commit or roll
+ * back together, in ONE transaction on ONE connection, so a holder paused past its lease cannot
+ * land a write after the next holder's. The raised mark row stays locked until commit, so writes
+ * to one resource are serialized and commit in fence order.
+ *
+ * `write` gets the transaction's client: run every statement of the write on it, and do not
+ * commit or roll back yourself. An error thrown by `write` rolls everything back and is rethrown
+ * as is; a connection lost on the way (or a commit whose fate is unknown) is thrown as
+ * StoreUnavailableError, never reported as a success.
+ */
+export class PgFencedSink implements FencedSink<pg.PoolClient> {
+  readonly #pool: pg.Pool;
+  readonly #ownsPool: boolean;
+  readonly #maxResourceBytes: number;
+  readonly #sql: Record<keyof typeof SQL, Statement>;
+
+  constructor(options: PgFencedSinkOptions = {}) {
+    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL);
+    this.#maxResourceBytes = options.limits?.maxResourceBytes ?? defaultLimits.maxResourceBytes;
+    const { pool, owned } = openPool(options);
+    this.#pool = pool;
+    this.#ownsPool = owned;
+  }
+
+  /** Ends the pool if this sink made it. */
+  async close(): Promise<void> {
+    if (this.#ownsPool) await this.#pool.end();
+  }
+
+  async writeFenced<T>(
+    resource: string,
+    fence: Fence,
+    write: (tx: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
+    checkText('resource', resource, this.#maxResourceBytes);
+    if (!Number.isSafeInteger(fence) || fence < 1) {
+      throw new InvalidActionError('fence', `must be a fence issued by the store, got ${fence}`);
+    }
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      throw new StoreUnavailableError('writeFenced', error);
+    }
+    // A connection that dies between two queries is reported on the client, not on a query;
+    // unheard, that event would crash the process.
+    let lost: unknown;
+    const onError = (error: unknown): void => {
+      lost = error;
+    };
+    client.on('error', onError);
+    try {
+      await unavailable('writeFenced', () => client.query('begin'));
+      const raised = await unavailable('writeFenced', () =>
+        client.query({ ...this.#sql.raise, values: [resource, fence] }),
+      );
+      if (raised.rowCount === 0) {
+        await unavailable('writeFenced', () => client.query('rollback'));
+        throw new FenceStaleError(resource, fence);
+      }
+      let value: T;
+      try {
+        value = await write(client);
+      } catch (error) {
+        try {
+          await client.query('rollback');
+        } catch {
+          throw new StoreUnavailableError('writeFenced', error);
+        }
+        throw error;
+      }
+      const committed = await unavailable('writeFenced', () => client.query('commit'));
+      // COMMIT of a transaction in which a statement failed answers ROLLBACK, not an error.
+      if (committed.command !== 'COMMIT') {
+        throw new StoreUnavailableError(
+          'writeFenced',
+          new Error(
+            'commit rolled back: a statement inside write() failed and its error was caught',
+          ),
+        );
+      }
+      return value;
+    } catch (error) {
+      if (error instanceof StoreUnavailableError) lost ??= error;
+      throw error;
+    } finally {
+      client.off('error', onError);
+      client.release(lost !== undefined);
+    }
+  }
+
+  /** The highest fence this sink accepted for `resource`, 0 if none: what a probe or test reads. */
+  async highestFence(resource: string): Promise<Fence> {
+    checkText('resource', resource, this.#maxResourceBytes);
+    const { rows } = await unavailable('highestFence', () =>
+      this.#pool.query<{ fence: string }>({ ...this.#sql.highest, values: [resource] }),
+    );
+    return rows[0] ? int(rows[0].fence) : 0;
+  }
+}
+
+/** Runs one of our own queries: any failure of it means the sink could not be reached. */
+async function unavailable<T>(operation: string, query: () => Promise<T>): Promise<T> {
+  try {
+    return await query();
+  } catch (error) {
+    throw new StoreUnavailableError(operation, error);
+  }
+}

@@ -1,0 +1,80 @@
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import { InvalidActionError } from '../../core/errors.js';
+
+/** Where the store's tables and functions live unless told otherwise. */
+export const DEFAULT_SCHEMA = 'sideeffect';
+
+/**
+ * The schema name as a quoted identifier. Refuses names Postgres would silently truncate (over 63
+ * bytes): two configured schemas would otherwise share one set of tables.
+ */
+export function quoteSchema(schema: string): string {
+  if (typeof schema !== 'string' || schema.length === 0 || schema.includes('\0')) {
+    throw new InvalidActionError('schema', 'must be a non-empty string without NUL bytes');
+  }
+  if (Buffer.byteLength(schema) > 63) {
+    throw new InvalidActionError('schema', 'must be at most 63 bytes (a Postgres identifier)');
+  }
+  return `"${schema.replaceAll('"', '""')}"`;
+}
+
+/** A named (server-side prepared) statement: parsed and planned once per connection, not per call. */
+export interface Statement {
+  name: string;
+  text: string;
+}
+
+/**
+ * Builds the schema's statements with names unique per schema: pg refuses one statement name
+ * with two texts on a connection, and two stores on one pool may use different schemas.
+ */
+export function statements<K extends string>(
+  schema: string,
+  texts: Record<K, (qualified: string) => string>,
+): Record<K, Statement> {
+  const qualified = quoteSchema(schema);
+  const tag = createHash('sha256').update(schema).digest('hex').slice(0, 12);
+  const built = {} as Record<K, Statement>;
+  for (const name of Object.keys(texts) as K[]) {
+    built[name] = { name: `sideeffect_${name}_${tag}`, text: texts[name](qualified) };
+  }
+  return built;
+}
+
+/** How a store or sink gets its connections. */
+export interface PoolOptions {
+  /** A pool to use; the caller keeps ownership (and should listen to its `error` event). */
+  pool?: pg.Pool;
+  /** Used when no pool is given; defaults to DATABASE_URL, then libpq's PG* variables. */
+  connectionString?: string;
+}
+
+/**
+ * The given pool, or a new one owned by the caller of this function. An owned pool gets an
+ * `error` listener: without one, a connection dropped while idle (a Postgres restart) would crash
+ * the process; the pool discards that connection on its own.
+ */
+export function openPool(options: PoolOptions): { pool: pg.Pool; owned: boolean } {
+  if (options.pool) return { pool: options.pool, owned: false };
+  const pool = new pg.Pool({
+    connectionString: options.connectionString ?? process.env.DATABASE_URL,
+  });
+  pool.on('error', () => {});
+  return { pool, owned: true };
+}
+
+/** pg returns int8 as a string (it may exceed 2^53); fences and epoch milliseconds never do. */
+export function int(value: string | number | null): number {
+  return Number(value);
+}
+
+/** A copy as a plain Uint8Array: pg's Buffers may be views into a shared slab. */
+export function plainBytes(value: Uint8Array): Uint8Array {
+  return new Uint8Array(value);
+}
+
+/** pg sends a Buffer parameter as binary (no hex round trip); a Uint8Array is wrapped, not copied. */
+export function asBuffer(value: Uint8Array): Buffer {
+  return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.length);
+}

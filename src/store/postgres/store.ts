@@ -1,0 +1,349 @@
+import type pg from 'pg';
+import {
+  FenceStaleError,
+  InvalidActionError,
+  KeyConflictError,
+  NotUncertainError,
+  StoreUnavailableError,
+  UnknownOutcomeError,
+} from '../../core/errors.js';
+import type { Store } from '../../core/store.js';
+import type {
+  Acquisition,
+  Action,
+  Key,
+  KeyEvent,
+  KeyRecord,
+  KeyState,
+  Lease,
+  Resolution,
+  ResolveOutcome,
+  Result,
+  RetrySafety,
+  SweepReport,
+} from '../../core/types.js';
+import {
+  checkAction,
+  checkBytes,
+  checkReason,
+  checkResolution,
+  checkText,
+  checkTtl,
+  defaultLimits,
+  type Limits,
+} from '../../core/validate.js';
+import { payloadDigest } from '../digest.js';
+import {
+  asBuffer,
+  DEFAULT_SCHEMA,
+  int,
+  openPool,
+  type PoolOptions,
+  plainBytes,
+  type Statement,
+  statements,
+} from './sql.js';
+
+/** How a PgStore connects, where its tables are, and which input it refuses. */
+export interface PgStoreOptions extends PoolOptions {
+  /** The schema `migrate()` was run on; default `sideeffect`. */
+  schema?: string;
+  limits?: Partial<Limits>;
+}
+
+const keyColumns = (s: string) =>
+  `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
+
+const SQL = {
+  acquire: (s: string) => `select * from ${s}.acquire($1, $2, $3, $4, $5, $6)`,
+  renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
+  complete: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
+  markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
+  release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
+  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5)`,
+  sweep: (s: string) => `select * from ${s}.sweep()`,
+  purge: (s: string) => `select ${s}.purge($1) as o_purged`,
+  inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
+  list: (s: string) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
+    order by updated_at desc limit $2`,
+  events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
+    ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
+};
+
+interface KeyRow {
+  key: string;
+  resource: string;
+  state: KeyState;
+  fence: string;
+  retry_safety: RetrySafety;
+  result: Buffer | null;
+  reason: string | null;
+  updated_at_ms: string;
+}
+
+/**
+ * The production Store: the key state machine of DESIGN.md in Postgres, one plpgsql function per
+ * operation (see migrations/0001_init.sql), so every operation is ONE round trip that decides and
+ * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
+ * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
+ *
+ * Input is validated here before anything is sent (InvalidActionError, nothing written). A lost
+ * connection or any other database failure is thrown as StoreUnavailableError with the cause:
+ * an operation whose fate we do not know is never reported as an outcome.
+ */
+export class PgStore implements Store {
+  readonly #pool: pg.Pool;
+  readonly #ownsPool: boolean;
+  readonly #limits: Limits;
+  readonly #sql: Record<keyof typeof SQL, Statement>;
+
+  constructor(options: PgStoreOptions = {}) {
+    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL);
+    this.#limits = { ...defaultLimits, ...options.limits };
+    const { pool, owned } = openPool(options);
+    this.#pool = pool;
+    this.#ownsPool = owned;
+  }
+
+  /** Ends the pool if this store made it; a pool passed in is left to its owner. */
+  async close(): Promise<void> {
+    if (this.#ownsPool) await this.#pool.end();
+  }
+
+  async acquire(
+    action: Action,
+    ttlMs: number,
+    options: { applying?: boolean } = {},
+  ): Promise<Acquisition> {
+    const a = checkAction(action, this.#limits);
+    checkTtl(ttlMs);
+    const row = await this.#one<{
+      o_outcome: string;
+      o_fence: string | null;
+      o_expires_at_ms: string | null;
+      o_retry_after_ms: string | null;
+      o_result: Buffer | null;
+      o_reason: string | null;
+    }>('acquire', [
+      a.key,
+      a.resource,
+      payloadDigest(a.payload),
+      a.retrySafety,
+      ttlMs,
+      options.applying === true,
+    ]);
+    switch (row.o_outcome) {
+      case 'applied':
+        return {
+          outcome: 'applied',
+          lease: {
+            resource: a.resource,
+            fence: int(row.o_fence),
+            ttlMs,
+            expiresAt: int(row.o_expires_at_ms),
+          },
+        };
+      case 'replayed':
+        return { outcome: 'replayed', result: { payload: plainBytes(row.o_result!) } };
+      case 'contended':
+        return { outcome: 'contended', retryAfterMs: int(row.o_retry_after_ms) };
+      case 'uncertain':
+        return { outcome: 'uncertain', reason: row.o_reason ?? '' };
+      case 'conflict:resource':
+        throw new KeyConflictError(a.key, 'resource');
+      case 'conflict:payload':
+        throw new KeyConflictError(a.key, 'payload');
+      default:
+        throw new UnknownOutcomeError(row.o_outcome);
+    }
+  }
+
+  async renew(
+    action: Action,
+    lease: Lease,
+    ttlMs: number,
+    options: { applying?: boolean } = {},
+  ): Promise<Lease> {
+    const a = this.#leaseAction(action, lease);
+    checkTtl(ttlMs);
+    const row = await this.#one<{ o_outcome: string; o_expires_at_ms: string | null }>('renew', [
+      a.key,
+      a.resource,
+      lease.fence,
+      ttlMs,
+      options.applying === true,
+    ]);
+    this.#expect(row.o_outcome, 'renewed', a.resource, lease);
+    return { ...lease, ttlMs, expiresAt: int(row.o_expires_at_ms) };
+  }
+
+  async complete(action: Action, lease: Lease, result: Result): Promise<Result> {
+    const payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
+    const a = this.#leaseAction(action, lease);
+    const row = await this.#one<{ o_outcome: string; o_result: Buffer | null }>('complete', [
+      a.key,
+      a.resource,
+      lease.fence,
+      asBuffer(payload),
+    ]);
+    if (row.o_outcome === 'replayed') return { payload: plainBytes(row.o_result!) };
+    this.#expect(row.o_outcome, 'completed', a.resource, lease);
+    return { payload: plainBytes(payload) };
+  }
+
+  async markUncertain(action: Action, lease: Lease, reason: string): Promise<void> {
+    checkReason(reason, this.#limits);
+    const a = this.#leaseAction(action, lease);
+    const row = await this.#one<{ o_outcome: string }>('markUncertain', [
+      a.key,
+      a.resource,
+      lease.fence,
+      reason,
+    ]);
+    this.#expect(row.o_outcome, 'marked', a.resource, lease);
+  }
+
+  async release(action: Action, lease: Lease): Promise<void> {
+    const a = this.#leaseAction(action, lease);
+    const row = await this.#one<{ o_outcome: string }>('release', [a.key, a.resource, lease.fence]);
+    this.#expect(row.o_outcome, 'released', a.resource, lease);
+  }
+
+  async resolveUncertain(key: Key, resolution: Resolution): Promise<ResolveOutcome> {
+    checkText('key', key, this.#limits.maxKeyBytes);
+    const verdict = checkResolution(resolution, this.#limits);
+    const result = verdict.result && asBuffer(verdict.result.payload);
+    const row = await this.#one<{
+      o_outcome: string;
+      o_result: Buffer | null;
+      o_state: string | null;
+    }>('resolve', [key, verdict.applied, result ?? null, verdict.reason, verdict.by ?? 'resolve']);
+    switch (row.o_outcome) {
+      case 'resolved':
+        return verdict.applied
+          ? { outcome: 'resolved', applied: true, result: { payload: plainBytes(result!) } }
+          : { outcome: 'resolved', applied: false };
+      case 'replayed':
+        return {
+          outcome: 'replayed',
+          applied: true,
+          result: { payload: plainBytes(row.o_result!) },
+        };
+      case 'not_uncertain':
+        throw new NotUncertainError(key, row.o_state ?? 'unknown');
+      default:
+        throw new UnknownOutcomeError(row.o_outcome);
+    }
+  }
+
+  async sweep(): Promise<SweepReport> {
+    const row = await this.#one<{ o_uncertain: string[]; o_freed: string[] }>('sweep', []);
+    return { uncertain: row.o_uncertain, freed: row.o_freed };
+  }
+
+  async inspect(key: Key): Promise<KeyRecord | undefined> {
+    if (!this.#storable(key)) return undefined;
+    const rows = await this.#rows<KeyRow>('inspect', [key]);
+    return rows[0] && toRecord(rows[0]);
+  }
+
+  async list(filter: { state?: KeyState; limit?: number } = {}): Promise<KeyRecord[]> {
+    const limit = filter.limit;
+    if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 0)) {
+      throw new InvalidActionError('limit', `must be a non-negative integer, got ${String(limit)}`);
+    }
+    const rows = await this.#rows<KeyRow>('list', [filter.state ?? null, limit ?? null]);
+    return rows.map(toRecord);
+  }
+
+  async events(key: Key): Promise<KeyEvent[]> {
+    if (!this.#storable(key)) return [];
+    const rows = await this.#rows<{
+      key: string;
+      from_state: KeyState;
+      to_state: KeyState;
+      fence: string;
+      reason: string;
+      actor: string;
+      at_ms: string;
+    }>('events', [key]);
+    return rows.map((row) => ({
+      key: row.key,
+      from: row.from_state,
+      to: row.to_state,
+      fence: int(row.fence),
+      reason: row.reason,
+      actor: row.actor,
+      at: int(row.at_ms),
+    }));
+  }
+
+  async purge(options: { olderThanMs: number }): Promise<number> {
+    const olderThanMs = checkTtl(options?.olderThanMs);
+    const row = await this.#one<{ o_purged: string }>('purge', [olderThanMs]);
+    return int(row.o_purged);
+  }
+
+  /**
+   * Validates an action and the lease presented with it. A lease for another resource cannot be
+   * this action's: stale, like the memory store says, without asking the database.
+   */
+  #leaseAction(action: Action, lease: Lease): Required<Action> {
+    const a = checkAction(action, this.#limits);
+    if (typeof lease !== 'object' || lease === null || !Number.isSafeInteger(lease.fence)) {
+      throw new InvalidActionError('lease', 'must be a lease returned by acquire');
+    }
+    if (lease.resource !== a.resource) throw new FenceStaleError(a.resource, lease.fence);
+    return a;
+  }
+
+  #expect(outcome: string, ok: string, resource: string, lease: Lease): void {
+    if (outcome === ok) return;
+    if (outcome === 'stale') throw new FenceStaleError(resource, lease.fence);
+    throw new UnknownOutcomeError(outcome);
+  }
+
+  /** A key the store could never have accepted was never seen: answer so instead of failing. */
+  #storable(key: Key): boolean {
+    try {
+      checkText('key', key, this.#limits.maxKeyBytes);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async #rows<R extends pg.QueryResultRow>(
+    operation: keyof typeof SQL,
+    values: unknown[],
+  ): Promise<R[]> {
+    try {
+      const result = await this.#pool.query<R>({ ...this.#sql[operation], values });
+      return result.rows;
+    } catch (error) {
+      throw new StoreUnavailableError(operation, error);
+    }
+  }
+
+  async #one<R extends pg.QueryResultRow>(
+    operation: keyof typeof SQL,
+    values: unknown[],
+  ): Promise<R> {
+    const rows = await this.#rows<R>(operation, values);
+    return rows[0]!;
+  }
+}
+
+function toRecord(row: KeyRow): KeyRecord {
+  const record: KeyRecord = {
+    key: row.key,
+    resource: row.resource,
+    state: row.state,
+    fence: int(row.fence),
+    retrySafety: row.retry_safety,
+    updatedAt: int(row.updated_at_ms),
+  };
+  if (row.result) record.result = { payload: plainBytes(row.result) };
+  if (row.reason !== null) record.reason = row.reason;
+  return record;
+}

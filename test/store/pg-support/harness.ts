@@ -1,0 +1,55 @@
+/**
+ * PgStore on a fresh, migrated schema whose clock can be moved: the test hook of DESIGN.md.
+ * Every store function reads the time from `store_now()`; here it is replaced by one that adds an
+ * offset kept in a table, so `advance(ms)` expires leases without sleeping. Production schemas
+ * never get this function.
+ */
+import pg from 'pg';
+import type { Limits } from '../../../src/core/index.js';
+import { migrate, PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
+import { type FreshSchema, freshSchema } from '../../support/postgres.js';
+
+export interface PgHarness {
+  db: FreshSchema;
+  store: PgStore;
+  sink: PgFencedSink;
+  advance(ms: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function pgHarness(
+  prefix: string,
+  options: { limits?: Partial<Limits>; movableClock?: boolean } = {},
+): Promise<PgHarness> {
+  const db = await freshSchema(prefix);
+  // Tests kill backends on purpose; an idle connection that dies must not crash the test process.
+  db.pool.on('error', () => {});
+  await migrate(db.pool, { schema: db.schema });
+  if (options.movableClock ?? true) {
+    await db.pool.query(`
+      create table test_clock (offset_ms bigint not null);
+      insert into test_clock values (0);
+      create or replace function store_now() returns timestamptz
+        language sql volatile set search_path from current
+        as $$ select clock_timestamp() + (select offset_ms from test_clock) * interval '1 millisecond' $$;
+    `);
+  }
+  const store = new PgStore({ pool: db.pool, schema: db.schema, limits: options.limits });
+  const sink = new PgFencedSink({ pool: db.pool, schema: db.schema });
+  return {
+    db,
+    store,
+    sink,
+    advance: async (ms) => {
+      await db.pool.query('update test_clock set offset_ms = offset_ms + $1', [ms]);
+    },
+    close: () => db.drop(),
+  };
+}
+
+/** A pool of its own on the harness's schema (for a second session: lock holders, killers). */
+export function sidePool(db: FreshSchema): pg.Pool {
+  const pool = new pg.Pool({ ...db.config, max: 4 });
+  pool.on('error', () => {});
+  return pool;
+}
