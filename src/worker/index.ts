@@ -1,0 +1,164 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import {
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkerOptions,
+  type WorkflowBundleOption,
+} from '@temporalio/worker';
+import {
+  createSideEffectActivities,
+  type SideEffectActivities,
+  type SideEffectActivitiesOptions,
+} from '../activities/index.js';
+
+/** The library's own workflows module (ReconcileWorkflow), as source under tsx or compiled in dist. */
+export const defaultWorkflowsPath: string = (() => {
+  const source = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+  return existsSync(source)
+    ? source
+    : fileURLToPath(new URL('../workflows/index.js', import.meta.url));
+})();
+
+export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, 'client'> {
+  /** A connected NativeConnection for the worker; otherwise one to `address` is opened (and closed when `run()` ends). */
+  connection?: NativeConnection;
+  /** Where Temporal's frontend is when no connection/client is given. Default `localhost:7233`. */
+  address?: string;
+  /** Default `default`. */
+  namespace?: string;
+  /** Starts ReconcileWorkflows; otherwise one on its own Connection to `address` (closed when `run()` ends). */
+  client?: Client;
+  /**
+   * Your workflows module. It must re-export the library's workflows, because a
+   * task queue runs one bundle:
+   * `export { ReconcileWorkflow } from 'sideeffect/workflows';`.
+   * Default: the library's own module (ReconcileWorkflow only).
+   */
+  workflowsPath?: string;
+  /** A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule. */
+  workflowBundle?: WorkflowBundleOption;
+  /** Your own activities, registered beside the side-effect activities. */
+  activities?: object;
+  /**
+   * Every this many ms: `store.sweep()` and a ReconcileWorkflow for every
+   * uncertain key without one (a worker died mid-apply and nobody retried).
+   * Default 60 000; 0 turns it off (run `sweepAndReconcile` elsewhere then).
+   */
+  sweepEveryMs?: number;
+  /** Any other Worker option (concurrency, interceptors, identity...). */
+  workerOptions?: Omit<
+    WorkerOptions,
+    'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowsPath' | 'workflowBundle'
+  >;
+}
+
+/** A Worker with the side-effect activities and workflows registered, plus the sweeper tied to its run. */
+export interface SideEffectWorker {
+  worker: Worker;
+  client: Client;
+  activities: SideEffectActivities;
+  /** Runs the worker and the sweeper until `shutdown()` (or a fatal worker error); then closes the connections it opened. */
+  run(): Promise<void>;
+  /** Starts a graceful shutdown; `run()` resolves when it is done. */
+  shutdown(): void;
+}
+
+/**
+ * One call from effects to a running worker: registers the guarded effect
+ * activities, the reconcile activities and the workflows on a task queue, and
+ * runs the sweeper beside it, so no piece of the at-most-once chain is left
+ * for the host to forget.
+ */
+export async function createWorker(options: CreateWorkerOptions): Promise<SideEffectWorker> {
+  const {
+    connection,
+    address = 'localhost:7233',
+    namespace = 'default',
+    taskQueue,
+    workflowsPath,
+    workflowBundle,
+    activities: own,
+    sweepEveryMs = 60_000,
+    workerOptions,
+    client: givenClient,
+    ...activityOptions
+  } = options;
+  const opened: Array<{ close(): Promise<void> }> = [];
+  try {
+    let client = givenClient;
+    if (!client) {
+      const clientConnection = await Connection.connect({ address });
+      opened.push(clientConnection);
+      client = new Client({ connection: clientConnection, namespace });
+    }
+    let nativeConnection = connection;
+    if (!nativeConnection) {
+      nativeConnection = await NativeConnection.connect({ address });
+      opened.push(nativeConnection);
+    }
+    const activities = createSideEffectActivities({ ...activityOptions, client, taskQueue });
+    const worker = await Worker.create({
+      ...workerOptions,
+      connection: nativeConnection,
+      namespace,
+      taskQueue,
+      activities: { ...own, ...activities },
+      ...(workflowBundle
+        ? { workflowBundle }
+        : { workflowsPath: workflowsPath ?? defaultWorkflowsPath }),
+    });
+    return {
+      worker,
+      client,
+      activities,
+      shutdown: () => worker.shutdown(),
+      run: async () => {
+        const sweeper = sweepEveryMs > 0 ? new Sweeper(activities, sweepEveryMs) : undefined;
+        try {
+          await worker.run();
+        } finally {
+          await sweeper?.stop();
+          await closeAll(opened);
+        }
+      },
+    };
+  } catch (error) {
+    await closeAll(opened);
+    throw error;
+  }
+}
+
+/** Runs sweepAndReconcile on a timer, one at a time; a failed sweep is logged and retried at the next tick. */
+class Sweeper {
+  readonly #timer: ReturnType<typeof setInterval>;
+  #running: Promise<void> | undefined;
+
+  constructor(activities: SideEffectActivities, everyMs: number) {
+    this.#timer = setInterval(() => {
+      this.#running ??= activities
+        .sweepAndReconcile()
+        .then(
+          () => {},
+          (error: unknown) =>
+            Runtime.instance().logger.warn('sideeffect sweep failed', {
+              error: error instanceof Error ? error.message : String(error),
+            }),
+        )
+        .finally(() => {
+          this.#running = undefined;
+        });
+    }, everyMs);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#running;
+  }
+}
+
+async function closeAll(opened: Array<{ close(): Promise<void> }>): Promise<void> {
+  await Promise.all(opened.map((connection) => connection.close().catch(() => {})));
+}
