@@ -8,6 +8,7 @@ describe('Gate construction', () => {
   it.each([
     ['NaN', Number.NaN],
     ['a string', '3'],
+    ['the string Infinity', 'Infinity'],
     ['undefined', undefined],
     ['a fraction', 2.5],
   ])('rejects %s as cap with a typed INVALID_CAPACITY error', (_, cap) => {
