@@ -81,8 +81,8 @@ describe.each(Object.entries(variants))('%s slot semantics', (_, fanIn) => {
       { status: 'rejected', reason: sync },
       { status: 'fulfilled', value: 2 },
     ]);
-    expect(result[0]!.status === 'rejected' && result[0].reason).toBe(async);
-    expect(result[1]!.status === 'rejected' && result[1].reason).toBe(sync);
+    expect((result[0] as PromiseRejectedResult).reason).toBe(async);
+    expect((result[1] as PromiseRejectedResult).reason).toBe(sync);
     expect(panics).toEqual([]);
   });
 
@@ -156,7 +156,7 @@ describe('argument validation', () => {
 });
 
 describe('fan-in concurrency', () => {
-  async function peakOf(n: number, run: (fn: (i: number) => Promise<number>) => Promise<unknown>) {
+  async function peakOf(run: (fn: (i: number) => Promise<number>) => Promise<unknown>) {
     let running = 0;
     let peak = 0;
     await run(async (i) => {
@@ -176,20 +176,18 @@ describe('fan-in concurrency', () => {
     [8, 3],
     [20, 20],
   ])('runs at most min(limit=%s, n=%s) calls at once', async (limit, n) => {
-    expect(await peakOf(n, (fn) => fanInLimit(n, limit, fn))).toBe(Math.min(limit, n));
+    expect(await peakOf((fn) => fanInLimit(n, limit, fn))).toBe(Math.min(limit, n));
     expect(
-      await peakOf(n, (fn) =>
-        fanInLimitCtx(new AbortController().signal, n, limit, (_, i) => fn(i)),
-      ),
+      await peakOf((fn) => fanInLimitCtx(new AbortController().signal, n, limit, (_, i) => fn(i))),
     ).toBe(Math.min(limit, n));
   });
 
   it.each([0, -1, Number.POSITIVE_INFINITY])('treats limit %s as unlimited', async (limit) => {
-    expect(await peakOf(40, (fn) => fanInLimit(40, limit, fn))).toBe(40);
+    expect(await peakOf((fn) => fanInLimit(40, limit, fn))).toBe(40);
   });
 
   it('runs every call at once in fanInErr', async () => {
-    expect(await peakOf(30, (fn) => fanInErr(30, fn))).toBe(30);
+    expect(await peakOf((fn) => fanInErr(30, fn))).toBe(30);
   });
 
   it('starts indices in ascending order from a shared counter', async () => {
