@@ -1,0 +1,168 @@
+/**
+ * PgStore against the floor of what a correct execute must cost, in one run, on one pool:
+ *
+ * - execute: `Runner.execute` with PgStore (acquire straight into applying, then complete) beside
+ *   the bare statements a correct execute needs, issued straight through pg: two single-row upsert
+ *   commits per action (claim the key, record the result). At 1, 8 and 32 concurrent callers.
+ * - replay: acquire of a done key beside a bare single-row SELECT of the stored result.
+ *
+ * Each pair runs several rounds in alternating order; the median counts. Prints the table and
+ * whether the targets hold (execute >= 0.6x floor, replay >= 0.8x); never fails on time.
+ * Run: npx tsx bench/store.bench.ts   (DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test)
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { Runner } from '../src/core/index.js';
+import { migrate, PgStore } from '../src/store/postgres/index.js';
+
+const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
+const CONCURRENCIES = [1, 8, 32] as const;
+const ROUNDS = 3;
+const ROUND_MS = 1_500;
+const REPLAY_KEYS = 2_000;
+const TARGETS = { execute: 0.6, replay: 0.8 } as const;
+
+const schema = `sideeffect_bench_${randomBytes(3).toString('hex')}`;
+const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 32 });
+pool.on('error', () => {});
+const store = new PgStore({ pool, schema });
+const runner = new Runner(store, { ttlMs: 30_000 });
+const result = { payload: new TextEncoder().encode('ok') };
+const floorTable = `"${schema}".bench_floor`;
+const claim = {
+  name: 'bench_floor_claim',
+  text: `insert into ${floorTable} (key, state) values ($1, 'applying')
+    on conflict (key) do update set state = excluded.state`,
+};
+const record = {
+  name: 'bench_floor_record',
+  text: `insert into ${floorTable} (key, state, result) values ($1, 'done', $2)
+    on conflict (key) do update set state = excluded.state, result = excluded.result`,
+};
+const read = { name: 'bench_floor_read', text: `select result from ${floorTable} where key = $1` };
+const resultBytes = Buffer.from(result.payload);
+
+let run = 0;
+type Op = (caller: number, n: number) => Promise<void>;
+
+const ops: Record<string, Op> = {
+  'Runner.execute': async (caller, n) => {
+    const action = { key: `e-${run}-${caller}-${n}`, resource: `r-${caller}` };
+    const execution = await runner.execute(action, async () => result);
+    if (execution.outcome !== 'applied') throw new Error(`expected applied, got ${execution.outcome}`);
+  },
+  'floor: 2 upserts': async (caller, n) => {
+    const key = `f-${run}-${caller}-${n}`;
+    await pool.query({ ...claim, values: [key] });
+    await pool.query({ ...record, values: [key, resultBytes] });
+  },
+  'acquire (replay)': async (_caller, n) => {
+    const acq = await store.acquire({ key: `done-${n % REPLAY_KEYS}`, resource: 'replay' }, 30_000);
+    if (acq.outcome !== 'replayed') throw new Error(`expected replayed, got ${acq.outcome}`);
+  },
+  'floor: 1 select': async (_caller, n) => {
+    const { rows } = await pool.query({ ...read, values: [`done-${n % REPLAY_KEYS}`] });
+    if (rows.length !== 1) throw new Error('expected one row');
+  },
+};
+
+/** Runs `op` from `concurrency` callers for ROUND_MS; returns completed ops per second. */
+async function measure(op: Op, concurrency: number): Promise<number> {
+  run += 1;
+  let done = 0;
+  const deadline = performance.now() + ROUND_MS;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, caller) => {
+      for (let n = 0; performance.now() < deadline; n++) {
+        await op(caller, n);
+        done += 1;
+      }
+    }),
+  );
+  return (done / (performance.now() - start)) * 1000;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+async function pair(ours: string, floor: string, concurrency: number): Promise<[number, number]> {
+  const a: number[] = [];
+  const b: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    if (round % 2 === 0) {
+      a.push(await measure(ops[ours]!, concurrency));
+      b.push(await measure(ops[floor]!, concurrency));
+    } else {
+      b.push(await measure(ops[floor]!, concurrency));
+      a.push(await measure(ops[ours]!, concurrency));
+    }
+  }
+  return [median(a), median(b)];
+}
+
+/** Round trips of one execute, counted at the pool: the design says 2 (acquire, complete). */
+async function roundTripsPerExecute(): Promise<number> {
+  let queries = 0;
+  const counting = Object.create(pool) as pg.Pool;
+  counting.query = ((...args: Parameters<pg.Pool['query']>) => {
+    queries += 1;
+    return (pool.query as (...a: unknown[]) => unknown)(...args);
+  }) as pg.Pool['query'];
+  const counted = new Runner(new PgStore({ pool: counting, schema }), { ttlMs: 30_000 });
+  await counted.execute({ key: 'count-round-trips', resource: 'count' }, async () => result);
+  return queries;
+}
+
+async function main(): Promise<void> {
+  await migrate(pool, { schema });
+  await pool.query(
+    `create table ${floorTable} (key text primary key, state text not null, result bytea)`,
+  );
+  for (let n = 0; n < REPLAY_KEYS; n++) {
+    const action = { key: `done-${n}`, resource: 'replay' };
+    await runner.execute(action, async () => result);
+    await pool.query({ ...claim, values: [`done-${n}`] });
+    await pool.query({ ...record, values: [`done-${n}`, resultBytes] });
+  }
+  // Warm every connection's prepared statements and plpgsql plans.
+  await measure(ops['Runner.execute']!, 32);
+  await measure(ops['floor: 2 upserts']!, 32);
+
+  const rows: Array<{ scenario: string; c: number; ours: number; floor: number; target: number }> =
+    [];
+  for (const c of CONCURRENCIES) {
+    const [ours, floor] = await pair('Runner.execute', 'floor: 2 upserts', c);
+    rows.push({ scenario: 'execute vs 2 upserts', c, ours, floor, target: TARGETS.execute });
+  }
+  for (const c of CONCURRENCIES) {
+    const [ours, floor] = await pair('acquire (replay)', 'floor: 1 select', c);
+    rows.push({ scenario: 'replay vs 1 select', c, ours, floor, target: TARGETS.replay });
+  }
+
+  const trips = await roundTripsPerExecute();
+  console.log(`\nPgStore bench (schema ${schema}, median of ${ROUNDS} x ${ROUND_MS} ms rounds)`);
+  console.log(`round trips per Runner.execute: ${trips} (acquire straight into applying + complete)\n`);
+  console.log(
+    `${'scenario'.padEnd(22)} ${'callers'.padStart(7)} ${'ours ops/s'.padStart(11)} ${'floor ops/s'.padStart(12)} ${'ratio'.padStart(6)} ${'target'.padStart(7)}  met`,
+  );
+  let allMet = true;
+  for (const row of rows) {
+    const ratio = row.ours / row.floor;
+    const met = ratio >= row.target;
+    allMet &&= met;
+    console.log(
+      `${row.scenario.padEnd(22)} ${String(row.c).padStart(7)} ${row.ours.toFixed(0).padStart(11)} ${row.floor.toFixed(0).padStart(12)} ${ratio.toFixed(2).padStart(6)} ${`>=${row.target}`.padStart(7)}  ${met ? 'yes' : 'NO'}`,
+    );
+  }
+  console.log(`\ntargets ${allMet ? 'met' : 'NOT all met'}`);
+}
+
+try {
+  await main();
+} finally {
+  await pool.query(`drop schema if exists "${schema}" cascade`).catch(() => {});
+  await pool.end();
+}

@@ -1,0 +1,46 @@
+import type { RetrySafety } from '../../../src/core/index.js';
+
+/** What the parent tells each worker process. */
+export interface WorkerConfig {
+  worker: number;
+  seed: number;
+  schema: string;
+  keys: number;
+  resources: number;
+  lanes: number;
+  ttls: number[];
+  pauseRate: number;
+  failBeforeRate: number;
+  failAfterRate: number;
+  budgetMs: number;
+}
+
+/** What each worker process reports back. */
+export interface WorkerReport {
+  worker: number;
+  executes: number;
+  applies: number;
+  applied: number;
+  replayed: number;
+  uncertain: number;
+  contended: number;
+  failed: number;
+  staleRejected: number;
+  pauses: number;
+  storeErrors: number;
+  unfinished: string[];
+}
+
+const safeties: RetrySafety[] = ['unknown', 'safe', 'unsafe'];
+
+/** Key `index` of the shared plan: every worker derives the same action for it. */
+export function keyOf(
+  index: number,
+  config: Pick<WorkerConfig, 'resources'>,
+): { key: string; resource: string; retrySafety: RetrySafety } {
+  return {
+    key: `key-${index}`,
+    resource: `res-${index % config.resources}`,
+    retrySafety: safeties[index % safeties.length]!,
+  };
+}

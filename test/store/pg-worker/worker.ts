@@ -1,0 +1,129 @@
+/**
+ * One OS process of the PgStore concurrency test (test/store/postgres-concurrency.test.ts).
+ * Runs the real Runner over PgStore with `LANES` connections, every apply writing through
+ * PgFencedSink into the ledger. Abuse on purpose: tiny TTLs, random apply failures (before and
+ * after the write), and process-wide pauses longer than the TTL (Atomics.wait blocks the whole
+ * event loop, like a GC pause or a frozen VM, so not even the lease renewal runs).
+ * Works through every key until it ends (applied, replayed or uncertain), retrying contended and
+ * failed ones, then reports its counts to the parent over IPC.
+ */
+import pg from 'pg';
+import { type Execution, FenceStaleError, Runner } from '../../../src/core/index.js';
+import { PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
+import { databaseUrl } from '../../support/postgres.js';
+import { keyOf, type WorkerConfig, type WorkerReport } from './plan.js';
+
+const config = JSON.parse(process.argv[2]!) as WorkerConfig;
+const pool = new pg.Pool({ connectionString: databaseUrl(), max: config.lanes });
+pool.on('error', () => {});
+const store = new PgStore({ pool, schema: config.schema });
+const sink = new PgFencedSink({ pool, schema: config.schema });
+const runners = config.ttls.map((ttlMs) => new Runner(store, { ttlMs }));
+const encoder = new TextEncoder();
+const insertLedger = `insert into "${config.schema}".ledger (key, resource, fence, writer) values ($1, $2, $3, $4)`;
+const report: WorkerReport = {
+  worker: config.worker,
+  executes: 0,
+  applies: 0,
+  applied: 0,
+  replayed: 0,
+  uncertain: 0,
+  contended: 0,
+  failed: 0,
+  staleRejected: 0,
+  pauses: 0,
+  storeErrors: 0,
+  unfinished: [],
+};
+
+// A small deterministic PRNG per worker, so a failing run can be replayed from its seed.
+let state = config.seed >>> 0 || 1;
+function random(): number {
+  state ^= state << 13;
+  state ^= state >>> 17;
+  state ^= state << 5;
+  return (state >>> 0) / 4294967296;
+}
+
+const pauseCell = new Int32Array(new SharedArrayBuffer(4));
+/** Freezes the whole process: no timers, no I/O, no lease renewal. */
+function freeze(ms: number): void {
+  report.pauses += 1;
+  Atomics.wait(pauseCell, 0, 0, ms);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let attempt = 0;
+async function runKey(index: number, deadline: number): Promise<boolean> {
+  const spec = keyOf(index, config);
+  const action = {
+    key: spec.key,
+    resource: spec.resource,
+    payload: encoder.encode(spec.key),
+    retrySafety: spec.retrySafety,
+  };
+  while (performance.now() < deadline) {
+    const runner = runners[Math.floor(random() * runners.length)]!;
+    const ttl = config.ttls[runners.indexOf(runner)]!;
+    let execution: Execution;
+    report.executes += 1;
+    try {
+      execution = await runner.execute(action, async ({ lease }) => {
+        report.applies += 1;
+        const writer = `w${config.worker}-${++attempt}`;
+        const roll = random();
+        if (roll < config.pauseRate) freeze(ttl * (1.5 + random() * 1.5));
+        else if (roll < config.pauseRate + config.failBeforeRate)
+          throw new Error('failed before the write');
+        try {
+          await sink.writeFenced(spec.resource, lease.fence, (tx) =>
+            tx.query(insertLedger, [spec.key, spec.resource, lease.fence, writer]),
+          );
+        } catch (error) {
+          if (error instanceof FenceStaleError) report.staleRejected += 1;
+          throw error;
+        }
+        if (random() < config.failAfterRate) throw new Error('response lost after the write');
+        return { payload: encoder.encode(`${writer}:${lease.fence}`) };
+      });
+    } catch {
+      report.storeErrors += 1;
+      await sleep(5);
+      continue;
+    }
+    switch (execution.outcome) {
+      case 'applied':
+      case 'replayed':
+      case 'uncertain':
+        report[execution.outcome] += 1;
+        return true;
+      case 'contended':
+        report.contended += 1;
+        await sleep(Math.min(execution.retryAfterMs, 20) + random() * 10);
+        break;
+      case 'failed':
+        report.failed += 1;
+        break;
+    }
+  }
+  return false;
+}
+
+const order = Array.from({ length: config.keys }, (_, i) => i);
+for (let i = order.length - 1; i > 0; i--) {
+  const j = Math.floor(random() * (i + 1));
+  [order[i], order[j]] = [order[j]!, order[i]!];
+}
+const deadline = performance.now() + config.budgetMs;
+let next = 0;
+await Promise.all(
+  Array.from({ length: config.lanes }, async () => {
+    while (next < order.length) {
+      const index = order[next++]!;
+      if (!(await runKey(index, deadline))) report.unfinished.push(keyOf(index, config).key);
+    }
+  }),
+);
+await pool.end();
+process.send!(report);
