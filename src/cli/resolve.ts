@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
 import {
@@ -43,19 +44,32 @@ export async function resolveKey(options: {
       if (await isRunning(client, key)) throw error;
     }
   }
-  const outcome = await store.resolveUncertain(key, {
-    applied: input.applied,
-    reason: input.reason,
-    result: encodeJson(input.result ?? null),
-    ...(input.by ? { by: input.by } : {}),
-  });
-  const result = outcome.result && decodeJson(outcome.result);
-  return report(
-    'store',
-    input,
-    { applied: outcome.applied, result },
-    outcome.outcome === 'resolved',
-  );
+  try {
+    const outcome = await store.resolveUncertain(key, {
+      applied: input.applied,
+      reason: input.reason,
+      result: encodeJson(input.result ?? null),
+      ...(input.by ? { by: input.by } : {}),
+    });
+    const result = outcome.result && decodeJson(outcome.result);
+    return report(
+      'store',
+      input,
+      { applied: outcome.applied, result },
+      outcome.outcome === 'resolved',
+    );
+  } catch (error) {
+    const earlier = error instanceof NotUncertainError && (await resolvedNotApplied(store, key));
+    if (!earlier) throw error;
+    return report('store', input, earlier, false);
+  }
+}
+
+/** A free key whose last transition left `uncertain` was resolved as not applied: the verdict that stands. */
+async function resolvedNotApplied(store: Store, key: string) {
+  const last = (await store.events(key)).at(-1);
+  if (last?.from !== 'uncertain' || last.to !== 'free') return undefined;
+  return { applied: false, reason: last.reason, by: last.actor };
 }
 
 async function isRunning(client: Client, key: string): Promise<boolean> {

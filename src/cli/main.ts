@@ -1,0 +1,168 @@
+import { userInfo } from 'node:os';
+import { Client, Connection } from '@temporalio/client';
+import pg from 'pg';
+import { NotUncertainError, SideEffectError } from '../core/errors.js';
+import { decodeJson } from '../core/json.js';
+import type { Store } from '../core/store.js';
+import type { KeyRecord } from '../core/types.js';
+import { migrate, PgStore } from '../store/postgres/index.js';
+import { type Command, parseCommand } from './args.js';
+import { printKey, printList } from './format.js';
+import { resolveKey } from './resolve.js';
+import { EXIT, HELP, UsageError } from './usage.js';
+
+/** Where the CLI finds the store and Temporal; the same variables the worker and the demo read. */
+export interface CliEnvironment {
+  databaseUrl: string;
+  schema: string;
+  temporalAddress: string;
+  namespace: string;
+}
+
+export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
+  return {
+    databaseUrl: env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
+    schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
+    temporalAddress: env.TEMPORAL_ADDRESS || '127.0.0.1:7233',
+    namespace: env.TEMPORAL_NAMESPACE || 'default',
+  };
+}
+
+/** Runs one command line and returns the exit code; all output goes through `out`/`err`. */
+export async function main(
+  argv: string[],
+  io: { out: (line: string) => void; err: (line: string) => void } = {
+    out: (line) => process.stdout.write(`${line}\n`),
+    err: (line) => process.stderr.write(`${line}\n`),
+  },
+  env: CliEnvironment = environment(),
+): Promise<number> {
+  let command: Command;
+  try {
+    command = parseCommand(argv, safeUser());
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err(`sideeffect: ${error.message}\n\n${error.help}`);
+    return EXIT.usage;
+  }
+  if (command.name === 'help') {
+    io.out(HELP[command.topic]!);
+    return EXIT.ok;
+  }
+  const pool = new pg.Pool({
+    connectionString: env.databaseUrl,
+    max: 2,
+    connectionTimeoutMillis: 5_000,
+  });
+  pool.on('error', () => {});
+  const store = new PgStore({ pool, schema: env.schema });
+  const print = (human: string, json: unknown) =>
+    io.out(command.json ? JSON.stringify(json, null, 2) : human);
+  try {
+    return await run(command, { pool, store, env, print, io });
+  } catch (error) {
+    const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
+    io.err(`sideeffect: ${error instanceof Error ? error.message : String(error)}`);
+    if (command.json)
+      io.out(JSON.stringify({ error: { code, message: String((error as Error).message) } }));
+    return error instanceof SideEffectError && code !== 'STORE_UNAVAILABLE'
+      ? EXIT.refused
+      : EXIT.unavailable;
+  } finally {
+    await pool.end();
+  }
+}
+
+interface Context {
+  pool: pg.Pool;
+  store: Store;
+  env: CliEnvironment;
+  print: (human: string, json: unknown) => void;
+  io: { out: (line: string) => void; err: (line: string) => void };
+}
+
+async function run(command: Exclude<Command, { name: 'help' }>, ctx: Context): Promise<number> {
+  const { store, print } = ctx;
+  switch (command.name) {
+    case 'migrate': {
+      const applied = await migrate(ctx.pool, { schema: ctx.env.schema });
+      print(
+        applied.length
+          ? `applied ${applied.join(', ')} to schema ${ctx.env.schema}`
+          : `schema ${ctx.env.schema} is up to date`,
+        { schema: ctx.env.schema, applied },
+      );
+      return EXIT.ok;
+    }
+    case 'list': {
+      const records = await store.list({ state: command.state, limit: command.limit });
+      print(printList(records), records.map(jsonRecord));
+      return EXIT.ok;
+    }
+    case 'show': {
+      const record = await store.inspect(command.key);
+      if (!record) {
+        ctx.io.err(`sideeffect: no key "${command.key}" in schema ${ctx.env.schema}`);
+        if (command.json) ctx.io.out(JSON.stringify({ error: { code: 'NOT_FOUND' } }));
+        return EXIT.refused;
+      }
+      const events = await store.events(command.key);
+      print(printKey(record, events), { ...jsonRecord(record), events });
+      return EXIT.ok;
+    }
+    case 'resolve': {
+      const connection = await connectTemporal(ctx.env.temporalAddress);
+      try {
+        const client = connection && new Client({ connection, namespace: ctx.env.namespace });
+        if (!client)
+          ctx.io.err(
+            `sideeffect: Temporal at ${ctx.env.temporalAddress} does not answer; resolving in the store only`,
+          );
+        const { applied, reason, result, by } = command;
+        const input = applied ? { applied, reason, result, by } : { applied, reason, by };
+        const outcome = await resolveKey({ store, client, key: command.key, input });
+        print(outcome.message, outcome);
+        return outcome.won ? EXIT.ok : EXIT.refused;
+      } catch (error) {
+        if (!(error instanceof NotUncertainError)) throw error;
+        ctx.io.err(`sideeffect: ${error.message}: nothing to resolve`);
+        if (command.json)
+          ctx.io.out(JSON.stringify({ error: { code: error.code, state: error.state } }));
+        return EXIT.refused;
+      } finally {
+        await connection?.close();
+      }
+    }
+    case 'purge': {
+      const purged = await store.purge({ olderThanMs: command.olderThanMs });
+      print(`purged ${purged} done key(s)`, { purged });
+      return EXIT.ok;
+    }
+  }
+}
+
+async function connectTemporal(address: string): Promise<Connection | undefined> {
+  try {
+    return await Connection.connect({ address, connectTimeout: 3_000 });
+  } catch {
+    return undefined;
+  }
+}
+
+function jsonRecord(record: KeyRecord) {
+  const { result, ...rest } = record;
+  if (!result) return rest;
+  try {
+    return { ...rest, result: decodeJson(result) };
+  } catch {
+    return { ...rest, resultBytes: Buffer.from(result.payload).toString('base64') };
+  }
+}
+
+function safeUser(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return 'cli';
+  }
+}

@@ -1,0 +1,285 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeJson, Runner } from '../../src/core/index.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import {
+  ReconcileWorkflow,
+  reconcileWorkflowId,
+  resolveSignal,
+} from '../../src/workflows/index.js';
+import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
+import { REPO_ROOT } from '../support/temporal.js';
+import { type Harness, startHarness } from '../temporal/harness.js';
+
+const exec = promisify(execFile);
+const BIN = path.join(REPO_ROOT, 'bin/sideeffect.js');
+
+interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+let db: FreshSchema;
+let store: PgStore;
+let runner: Runner;
+let harness: Harness;
+let n = 0;
+
+/** Runs the real `sideeffect` command in a child process, as an operator would. */
+async function cli(args: string[], env: Record<string, string> = {}): Promise<Ran> {
+  try {
+    const { stdout, stderr } = await exec(process.execPath, [BIN, ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, DATABASE_URL: databaseUrl(), SIDEEFFECT_SCHEMA: db.schema, ...env },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+async function uncertainKey(): Promise<{ key: string; resource: string }> {
+  n += 1;
+  const action = { key: `order-${n}/charge`, resource: `card-${n}` };
+  const execution = await runner.execute(action, async () => {
+    throw new Error('gateway timeout after the charge was sent');
+  });
+  expect(execution.outcome).toBe('uncertain');
+  return action;
+}
+
+beforeAll(async () => {
+  db = await freshSchema('cli');
+  await migrate(db.pool, { schema: db.schema });
+  store = new PgStore({ pool: db.pool, schema: db.schema });
+  runner = new Runner(store, { ttlMs: 30_000 });
+});
+
+afterAll(async () => {
+  await harness?.close();
+  await db.drop();
+});
+
+describe('sideeffect CLI against Postgres', () => {
+  it('migrate applies once, then says it is up to date', async () => {
+    const empty = await freshSchema('cli_migrate');
+    try {
+      const first = await cli(['migrate'], { SIDEEFFECT_SCHEMA: empty.schema });
+      expect(first).toMatchObject({ code: 0 });
+      expect(first.stdout).toMatch(/applied 0001_init/);
+      const again = await cli(['migrate', '--json'], { SIDEEFFECT_SCHEMA: empty.schema });
+      expect(again.code).toBe(0);
+      expect(JSON.parse(again.stdout)).toEqual({ schema: empty.schema, applied: [] });
+    } finally {
+      await empty.drop();
+    }
+  });
+
+  it('list, show and their --json forms', async () => {
+    const done = { key: 'order-list/charge', resource: 'card-list' };
+    await runner.execute(done, async () => encodeJson({ id: 'ch_1' }));
+    const doubtful = await uncertainKey();
+
+    const list = await cli(['list']);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/^STATE\s+FENCE\s+UPDATED\s+KEY/m);
+    expect(list.stdout).toContain(done.key);
+    expect(list.stdout).toContain(doubtful.key);
+
+    const onlyUncertain = JSON.parse(
+      (await cli(['list', '--state', 'uncertain', '--json'])).stdout,
+    );
+    expect(onlyUncertain.map((r: { key: string }) => r.key)).toEqual([doubtful.key]);
+
+    const show = await cli(['show', done.key]);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toMatch(/state:\s+done/);
+    expect(show.stdout).toMatch(/result:\s+\{"id":"ch_1"\}/);
+    expect(show.stdout).toMatch(/free -> applying/);
+    expect(show.stdout).toMatch(/applying -> done/);
+
+    const shown = JSON.parse((await cli(['show', doubtful.key, '--json'])).stdout);
+    expect(shown).toMatchObject({
+      key: doubtful.key,
+      state: 'uncertain',
+      reason: expect.stringMatching(/gateway timeout/),
+    });
+    expect(shown.events.map((e: { to: string }) => e.to)).toEqual(['applying', 'uncertain']);
+    expect((await cli(['show', doubtful.key])).stdout).toMatch(/next: sideeffect resolve/);
+  });
+
+  it('resolve without a ReconcileWorkflow goes to the store; the second verdict is told it lost', async () => {
+    const { key } = await uncertainKey();
+    const first = await cli([
+      'resolve',
+      key,
+      '--applied',
+      '--reason',
+      'seen in the bank',
+      '--result',
+      '{"id":"ch_9"}',
+      '--by',
+      'ann',
+    ]);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/resolved: applied/);
+    const record = await store.inspect(key);
+    expect(record?.state).toBe('done');
+    expect(JSON.parse(new TextDecoder().decode(record!.result!.payload))).toEqual({ id: 'ch_9' });
+
+    const second = await cli([
+      'resolve',
+      key,
+      '--not-applied',
+      '--reason',
+      'not in the bank',
+      '--json',
+    ]);
+    expect(second.code).toBe(1);
+    expect(JSON.parse(second.stdout)).toMatchObject({
+      won: false,
+      applied: true,
+      result: { id: 'ch_9' },
+    });
+    expect((await store.inspect(key))?.state).toBe('done');
+  });
+
+  it('resolve of a key that is not uncertain is refused and changes nothing', async () => {
+    const free = { key: 'order-free/charge', resource: 'card-free' };
+    const lease = await store.acquire(free, 30_000);
+    if (lease.outcome === 'applied') await store.release(free, lease.lease);
+    const refused = await cli(['resolve', free.key, '--not-applied', '--reason', 'x']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/not uncertain \(state: free\)/);
+    const unknown = await cli(['resolve', 'never-seen', '--not-applied', '--reason', 'x']);
+    expect(unknown.code).toBe(1);
+    expect((await store.inspect(free.key))?.state).toBe('free');
+  });
+
+  it('show of an unknown key exits 1', async () => {
+    const missing = await cli(['show', 'nope']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/no key "nope"/);
+  });
+
+  it('purge deletes old done keys only', async () => {
+    const doubtful = await uncertainKey();
+    const done = { key: 'order-purge/charge', resource: 'card-purge' };
+    await runner.execute(done, async () => encodeJson('ok'));
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const purged = await cli(['purge', '--older-than', '1s', '--json']);
+    expect(purged.code).toBe(0);
+    expect(JSON.parse(purged.stdout).purged).toBeGreaterThanOrEqual(1);
+    expect(await store.inspect(done.key)).toBeUndefined();
+    expect((await store.inspect(doubtful.key))?.state).toBe('uncertain');
+  });
+
+  it('bad arguments: a clear message, the help, exit code 2, nothing touched', async () => {
+    const before = await store.list({ limit: 1000 });
+    for (const args of [
+      ['frobnicate'],
+      ['resolve', 'k', '--applied'],
+      ['list', '--state', 'bogus'],
+      ['purge', '--older-than', 'soon'],
+    ]) {
+      const ran = await cli(args);
+      expect(ran.code, args.join(' ')).toBe(2);
+      expect(ran.stderr).toMatch(/^sideeffect: /);
+      expect(ran.stderr).toMatch(/Usage: sideeffect/);
+    }
+    expect(await store.list({ limit: 1000 })).toEqual(before);
+  });
+
+  it('--help on every command', async () => {
+    for (const args of [['--help'], ['resolve', '--help'], ['purge', '-h']]) {
+      const ran = await cli(args);
+      expect(ran.code).toBe(0);
+      expect(ran.stdout).toMatch(/Usage: sideeffect/);
+    }
+  });
+
+  it('an unreachable database exits 3 with what failed', async () => {
+    const ran = await cli(['list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' });
+    expect(ran.code).toBe(3);
+    expect(ran.stderr).toMatch(/sideeffect: .*(ECONNREFUSED|connect)/);
+  });
+});
+
+describe('sideeffect resolve racing the UI signal', () => {
+  beforeAll(async () => {
+    harness = await startHarness('cli', { store, effects: {}, ttlMs: 30_000 });
+  });
+
+  async function waitingReconcile() {
+    const { key, resource } = await uncertainKey();
+    const handle = await harness.client.workflow.start(ReconcileWorkflow, {
+      taskQueue: harness.taskQueue,
+      workflowId: reconcileWorkflowId(key),
+      args: [{ key, resource, reason: 'gateway timeout' }],
+    });
+    await harness.waitForReconcile(key, 'waiting');
+    return { key, handle };
+  }
+
+  it('the UI signal first: the CLI is told who won and exits 1', async () => {
+    const { key, handle } = await waitingReconcile();
+    await handle.signal(resolveSignal, { applied: false, reason: 'not in the bank', by: 'ui:bob' });
+    const resolution = await handle.result();
+    expect(resolution).toMatchObject({ applied: false, by: 'ui:bob', decidedBy: 'signal' });
+    const ran = await cli([
+      'resolve',
+      key,
+      '--applied',
+      '--reason',
+      'I think it went through',
+      '--json',
+    ]);
+    expect(ran.code).toBe(1);
+    expect(JSON.parse(ran.stdout)).toMatchObject({ won: false, via: 'store' });
+    expect((await store.inspect(key))?.state).toBe('free');
+  });
+
+  it('the CLI first: it wins through the ReconcileWorkflow, the later signal changes nothing', async () => {
+    const { key, handle } = await waitingReconcile();
+    const ran = await cli([
+      'resolve',
+      key,
+      '--applied',
+      '--reason',
+      'seen in the bank',
+      '--result',
+      '{"id":"ch_7"}',
+      '--by',
+      'ann',
+    ]);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toMatch(/via its ReconcileWorkflow/);
+    await handle
+      .signal(resolveSignal, { applied: false, reason: 'late', by: 'ui:bob' })
+      .catch(() => {});
+    expect(await handle.result()).toMatchObject({
+      applied: true,
+      result: { id: 'ch_7' },
+      by: 'ann',
+      decidedBy: 'update',
+    });
+    expect((await store.inspect(key))?.state).toBe('done');
+  });
+
+  it('both at once: exactly one wins and the store agrees with the workflow', async () => {
+    const { key, handle } = await waitingReconcile();
+    const [ran] = await Promise.all([
+      cli(['resolve', key, '--applied', '--reason', 'cli verdict', '--by', 'ann', '--json']),
+      handle.signal(resolveSignal, { applied: false, reason: 'ui verdict', by: 'ui:bob' }),
+    ]);
+    const resolution = await handle.result();
+    const report = JSON.parse(ran.stdout);
+    expect(report.won).toBe(resolution.decidedBy === 'update');
+    expect(ran.code).toBe(report.won ? 0 : 1);
+    expect((await store.inspect(key))?.state).toBe(resolution.applied ? 'done' : 'free');
+  });
+});
