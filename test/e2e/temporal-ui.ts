@@ -1,0 +1,181 @@
+/**
+ * Drives the real Temporal web UI (the dev server's, http://localhost:8233, UI 2.54.x) in headless
+ * Chromium, the way an operator does: open a workflow, More Actions -> Send a Signal, pick the
+ * signal name, type the JSON input into the CodeMirror editor, Submit.
+ *
+ * Selectors prefer roles and accessible names (what the operator sees), each with the UI's own
+ * data-testid as a fallback. The UI renders its header twice (one copy hidden), so every CSS
+ * fallback is limited to visible elements; role queries skip hidden ones by themselves.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
+import { REPO_ROOT, TEMPORAL_NAMESPACE, TEMPORAL_UI_URL } from '../support/temporal.js';
+
+/** Debian's Chromium; never a browser downloaded by `playwright install`. */
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/** Screenshots and other artifacts (git-ignored). */
+export const ARTIFACTS_DIR = path.join(REPO_ROOT, 'test-output');
+/** The first page load compiles and fetches the whole UI bundle: be generous. */
+export const UI_TIMEOUT_MS = 60_000;
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM_PATH,
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** The UI's settings; signals can only be sent from it when write actions are enabled. */
+export interface UiSettings {
+  Version: string;
+  DisableWriteActions: boolean;
+  WorkflowSignalDisabled: boolean;
+}
+
+export async function uiSettings(): Promise<UiSettings> {
+  const response = await fetch(`${TEMPORAL_UI_URL}/api/v1/settings`);
+  if (!response.ok) throw new Error(`GET /api/v1/settings answered ${response.status}`);
+  return (await response.json()) as UiSettings;
+}
+
+/** Workflow ids such as `reconcile/<workflowId>/<step>` hold slashes: the UI takes them encoded. */
+export function workflowUrl(workflowId: string, namespace = TEMPORAL_NAMESPACE): string {
+  return `${TEMPORAL_UI_URL}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+}
+
+/** Opens the workflow's page and waits until its heading names it (the UI then redirects to the run). */
+export async function openWorkflow(page: Page, workflowId: string): Promise<void> {
+  await page.goto(workflowUrl(workflowId), { timeout: UI_TIMEOUT_MS });
+  const heading = page
+    .getByTestId('workflow-id-heading')
+    .filter({ visible: true })
+    .or(page.getByRole('heading', { level: 1, name: workflowId }))
+    .first();
+  await heading.waitFor({ timeout: UI_TIMEOUT_MS });
+  // The heading also holds a (hidden) "Click to copy content" tooltip: compare whole words.
+  const shown = ((await heading.textContent()) ?? '').trim();
+  if (!shown.split(/\s+/).includes(workflowId)) {
+    throw new Error(`the UI shows workflow "${shown}", expected "${workflowId}"`);
+  }
+}
+
+/** More Actions -> Send a Signal; returns the open "Send a Signal" dialog. */
+export async function openSignalForm(page: Page): Promise<Locator> {
+  const moreActions = page
+    .getByRole('button', { name: 'More Actions' })
+    .or(page.locator('button[aria-controls="workflow-actions"]').filter({ visible: true }))
+    .first();
+  await moreActions.click({ timeout: UI_TIMEOUT_MS });
+  const item = page
+    .getByRole('menuitem', { name: 'Send a Signal' })
+    .or(page.getByTestId('signal-button').filter({ visible: true }))
+    .first();
+  await item.click({ timeout: UI_TIMEOUT_MS });
+  const dialog = page
+    .getByRole('dialog', { name: 'Send a Signal' })
+    .or(page.getByTestId('signal-confirmation-modal').filter({ visible: true }))
+    .first();
+  await dialog.waitFor({ timeout: UI_TIMEOUT_MS });
+  return dialog;
+}
+
+/**
+ * Sets the signal name. The UI lists the signals the workflow declares (it asks the running
+ * worker for the workflow's definitions); picks `name` there, else "Custom" and types it.
+ */
+export async function chooseSignal(dialog: Locator, name: string): Promise<void> {
+  const select = dialog.getByTestId('signal-select-button');
+  const customInput = dialog
+    .getByLabel('Signal name', { exact: true })
+    .or(dialog.getByTestId('signal-name'));
+  // With no definitions to list the UI shows the text input straight away.
+  await select.or(customInput).first().waitFor({ timeout: UI_TIMEOUT_MS });
+  if (await select.isVisible()) {
+    await select.click();
+    // "Custom" is always the first option: once it shows, the list is complete.
+    const custom = dialog.getByRole('option', { name: /^\s*Custom\b/ });
+    await custom.waitFor({ timeout: UI_TIMEOUT_MS });
+    const listed = dialog.getByRole('option', { name, exact: true });
+    if ((await listed.count()) > 0) {
+      await listed.first().click();
+      await expectSignalName(select, name);
+      return;
+    }
+    await custom.click();
+  }
+  const input = customInput.first();
+  await input.fill(name);
+  await expectSignalName(input, name);
+}
+
+/** Fails unless the form shows `name` as the signal name (the select's button or the text input). */
+async function expectSignalName(field: Locator, name: string): Promise<void> {
+  const input = (await field.evaluate((node) => node.tagName === 'INPUT'))
+    ? field
+    : field.locator('input');
+  const shown = await input.inputValue();
+  if (shown !== name) throw new Error(`the signal name field holds "${shown}", not "${name}"`);
+}
+
+/**
+ * Puts `json` into the "Data" input, a CodeMirror 6 editor (a contenteditable role=textbox).
+ * Typing key by key would let CodeMirror auto-close brackets and quotes; `fill` inserts the text
+ * in one input event instead. Reads the editor back and fails unless it holds exactly `json`'s
+ * value.
+ */
+export async function fillSignalInput(dialog: Locator, json: string): Promise<void> {
+  const editor = dialog
+    .getByRole('textbox', { name: 'Data' })
+    .or(dialog.locator('.cm-content[contenteditable="true"]'))
+    .first();
+  await editor.click();
+  await editor.fill(json);
+  let typed = (await editor.textContent()) ?? '';
+  if (!sameJson(typed, json)) {
+    // Fallback: select everything and insert as one paste-like input.
+    await editor.press('ControlOrMeta+A');
+    await editor.press('Delete');
+    await editor.page().keyboard.insertText(json);
+    typed = (await editor.textContent()) ?? '';
+  }
+  if (!sameJson(typed, json)) {
+    throw new Error(`the signal input editor holds ${JSON.stringify(typed)}, not ${json}`);
+  }
+}
+
+function sameJson(a: string, b: string): boolean {
+  try {
+    return JSON.stringify(JSON.parse(a)) === JSON.stringify(JSON.parse(b));
+  } catch {
+    return false;
+  }
+}
+
+/** Clicks Submit and waits for the UI's "Workflow signaled." notice and for the dialog to close. */
+export async function submitSignal(page: Page, dialog: Locator): Promise<void> {
+  const submit = dialog
+    .getByRole('button', { name: 'Submit', exact: true })
+    .or(dialog.getByTestId('confirm-modal-button'))
+    .first();
+  await submit.click({ timeout: UI_TIMEOUT_MS });
+  await page.getByText('Workflow signaled.').first().waitFor({ timeout: UI_TIMEOUT_MS });
+  await dialog.waitFor({ state: 'hidden', timeout: UI_TIMEOUT_MS });
+}
+
+/** Saves a full-window PNG under test-output/ and returns its path. */
+export async function screenshot(page: Page, name: string): Promise<string> {
+  await mkdir(ARTIFACTS_DIR, { recursive: true });
+  const file = path.join(ARTIFACTS_DIR, name);
+  await page.screenshot({ path: file });
+  return file;
+}

@@ -1,0 +1,267 @@
+/**
+ * End to end through the real Temporal web UI: a guarded transfer writes downstream and then
+ * fails, so its key becomes uncertain and the calling workflow waits on `reconcile/<key>`. An
+ * operator opens that ReconcileWorkflow in the UI (headless Chromium), sends the `resolve` signal
+ * through the "Send a Signal" form, and the decision flows back: the ReconcileWorkflow completes
+ * with it, the caller returns the recorded result without applying again, and the Postgres store
+ * records the key as done with that result.
+ *
+ * Needs: the dev server (UI on :8233 with write actions enabled), Postgres, /usr/bin/chromium.
+ */
+import { fileURLToPath } from 'node:url';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineEffect } from '../../src/activities/index.js';
+import { decodeJson } from '../../src/core/index.js';
+import { migrate, PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
+import { createWorker, type SideEffectWorker } from '../../src/worker/index.js';
+import {
+  type ReconcileResolution,
+  type ReconcileStatus,
+  reconcileWorkflowId,
+  type SideEffectOutcome,
+  statusQuery,
+} from '../../src/workflows/index.js';
+import { type FreshSchema, freshSchema } from '../support/postgres.js';
+import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
+import {
+  chooseSignal,
+  fillSignalInput,
+  launchChromium,
+  openSignalForm,
+  openWorkflow,
+  screenshot,
+  submitSignal,
+  uiSettings,
+} from './temporal-ui.js';
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows.ts', import.meta.url));
+
+interface Transfer {
+  account: string;
+  amount: number;
+}
+interface Receipt {
+  receipt: string;
+  amount: number;
+}
+interface LedgerRow {
+  id: number;
+  key: string;
+  account: string;
+  amount: number;
+  fence: string;
+}
+
+/** Polls until `probe` returns a value; fails with `what` after `timeoutMs`. */
+async function waitFor<T>(
+  probe: () => Promise<T | undefined>,
+  what: () => string,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what()}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+describe('resolving an uncertain side effect from the Temporal web UI', () => {
+  let db: FreshSchema;
+  let store: PgStore;
+  let sink: PgFencedSink;
+  let connection: Connection;
+  let native: NativeConnection;
+  let client: Client;
+  let worker: SideEffectWorker;
+  const taskQueue = uniqueTaskQueue('ui-resolve');
+  let running: Promise<void>;
+  let browser: Browser;
+  const started: WorkflowHandle[] = [];
+  /** apply() calls per key: the downstream write must happen once. */
+  const applies = new Map<string, number>();
+
+  const ledger = async (key: string): Promise<LedgerRow[]> =>
+    (await db.pool.query<LedgerRow>('select * from transfers where key = $1 order by id', [key]))
+      .rows;
+
+  beforeAll(async () => {
+    const settings = await uiSettings();
+    if (settings.DisableWriteActions || settings.WorkflowSignalDisabled) {
+      throw new Error(
+        `the Temporal UI at :8233 has signals disabled (${JSON.stringify(settings)}); ` +
+          'start the dev server with ./temporal-dev.sh, which leaves write actions on',
+      );
+    }
+
+    db = await freshSchema('ui_resolve');
+    db.pool.on('error', () => {});
+    await migrate(db.pool, { schema: db.schema });
+    // The downstream: a ledger table in the same database, written behind the fence.
+    await db.pool.query(`create table transfers (
+      id serial primary key, key text not null, account text not null,
+      amount integer not null, fence bigint not null)`);
+    store = new PgStore({ pool: db.pool, schema: db.schema });
+    sink = new PgFencedSink({ pool: db.pool, schema: db.schema });
+
+    const effects = {
+      transfer: defineEffect({
+        resource: (input: Transfer) => `account:${input.account}`,
+        apply: async (input: Transfer, { key, lease }): Promise<Receipt> => {
+          const attempt = (applies.get(key) ?? 0) + 1;
+          applies.set(key, attempt);
+          const id = await sink.writeFenced(lease.resource, lease.fence, async (tx) => {
+            const { rows } = await tx.query<{ id: number }>(
+              `insert into ${db.schema}.transfers (key, account, amount, fence)
+               values ($1, $2, $3, $4) returning id`,
+              [key, input.account, input.amount, lease.fence],
+            );
+            return rows[0]!.id;
+          });
+          // The write committed, but the caller never hears so: the outcome is uncertain.
+          if (attempt === 1) throw new Error('connection reset after the write');
+          return { receipt: `tx-${id}`, amount: input.amount };
+        },
+      }),
+    };
+
+    connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+    native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
+    client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+    worker = await createWorker({
+      store,
+      effects,
+      ttlMs: 5_000,
+      sweepEveryMs: 0,
+      client,
+      connection: native,
+      namespace: TEMPORAL_NAMESPACE,
+      taskQueue,
+      workflowsPath: WORKFLOWS_PATH,
+    });
+    running = worker.run();
+    browser = await launchChromium();
+  });
+
+  afterAll(async () => {
+    // Nothing a failed run left waiting may outlive the file on the shared dev server.
+    for (const handle of started) await handle.terminate('test file finished').catch(() => {});
+    await browser?.close().catch(() => {});
+    worker?.shutdown();
+    await running?.catch(() => {});
+    await native?.close().catch(() => {});
+    await connection?.close().catch(() => {});
+    await db?.drop();
+  });
+
+  it('a resolve signal sent through the UI form decides the key: recorded result, one downstream write, key done', async () => {
+    const caller = await client.workflow.start('transferTwice', {
+      taskQueue,
+      workflowId: `ui-resolve-${taskQueue}`,
+      args: [
+        { account: 'acme-42', amount: 4200 } satisfies Transfer,
+        { heartbeatTimeout: '10 seconds', startToCloseTimeout: '1 minute' },
+      ],
+    });
+    started.push(caller);
+    const key = `${caller.workflowId}/pay`;
+    const reconcile = client.workflow.getHandle<() => Promise<ReconcileResolution>>(
+      reconcileWorkflowId(key),
+    );
+    started.push(reconcile);
+
+    // The caller is stuck on an uncertain key, waiting for a person.
+    let last: unknown;
+    const waiting = await waitFor<ReconcileStatus>(
+      async () => {
+        try {
+          const status = await reconcile.query(statusQuery);
+          last = status.state;
+          return status.state === 'waiting' ? status : undefined;
+        } catch (error) {
+          last = error;
+          return undefined;
+        }
+      },
+      () => `reconcile/${key} to wait for a person (last: ${String(last)})`,
+    );
+    expect(waiting).toMatchObject({
+      key,
+      resource: 'account:acme-42',
+      effect: 'transfer',
+      rejected: [],
+      subscribers: [caller.workflowId],
+    });
+    expect(waiting.reason).toContain('connection reset after the write');
+    expect((await store.inspect(key))?.state).toBe('uncertain');
+    const [written] = await ledger(key);
+    expect(await ledger(key)).toHaveLength(1);
+
+    // The operator checks the ledger and reports what the transfer did.
+    const result: Receipt = { receipt: `tx-${written!.id}`, amount: 4200 };
+    const resolution = {
+      applied: true,
+      result,
+      reason: 'seen in the ledger',
+      by: 'ui-test',
+    };
+
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    try {
+      await openWorkflow(page, reconcile.workflowId);
+      const dialog = await openSignalForm(page);
+      await chooseSignal(dialog, 'resolve');
+      await fillSignalInput(dialog, JSON.stringify(resolution, null, 2));
+      await screenshot(page, 'ui-signal-form.png');
+      await submitSignal(page, dialog);
+    } catch (error) {
+      const file = await screenshot(page, 'ui-resolve-failure.png').catch(() => 'none');
+      throw new Error(`driving the UI failed (screenshot: ${file})`, { cause: error });
+    } finally {
+      await page.close();
+    }
+
+    // The ReconcileWorkflow completes with exactly what was typed into the form.
+    expect(await reconcile.result()).toEqual({
+      key,
+      applied: true,
+      result,
+      reason: 'seen in the ledger',
+      by: 'ui-test',
+      decidedBy: 'signal',
+    } satisfies ReconcileResolution);
+    // ...and it was the UI's signal: one `resolve` signal in its history, with that input.
+    const history = await reconcile.fetchHistory();
+    const resolves = (history.events ?? [])
+      .map((event) => event.workflowExecutionSignaledEventAttributes)
+      .filter((signaled) => signaled?.signalName === 'resolve');
+    expect(resolves).toHaveLength(1);
+    const payload = resolves[0]!.input!.payloads![0]!;
+    expect(JSON.parse(Buffer.from(payload.data!).toString('utf8'))).toEqual(resolution);
+
+    // The caller returns the recorded result, then replays it, and never applies again.
+    const [first, second] = (await caller.result()) as SideEffectOutcome<unknown>[];
+    expect(first).toEqual({ outcome: 'reconciled', result, key });
+    expect(second).toEqual({ outcome: 'replayed', result, key });
+    expect(applies.get(key)).toBe(1);
+    expect(await ledger(key)).toEqual([written]);
+
+    // The store holds the verdict: done with that result, decided by ui-test for that reason.
+    const record = await store.inspect(key);
+    expect(record?.state).toBe('done');
+    expect(decodeJson(record!.result!)).toEqual(result);
+    const events = await store.events(key);
+    expect(events.at(-1)).toMatchObject({
+      from: 'uncertain',
+      to: 'done',
+      reason: 'seen in the ledger',
+      actor: 'ui-test',
+    });
+  }, 240_000);
+});
