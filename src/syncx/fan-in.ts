@@ -64,9 +64,11 @@ async function fanIn<T>(
   const results = new Array<PromiseSettledResult<T>>(n);
   let next = 0;
 
+  // Workers pull the next index from one shared counter, so a slow call never idles the rest.
   const work = async (): Promise<void> => {
     while (next < n) {
       if (signal?.aborted) {
+        // The first worker to notice settles every slot not yet started; the others find none.
         const reason: unknown = signal.reason;
         while (next < n) results[next++] = { status: 'rejected', reason };
         return;

@@ -19,10 +19,11 @@ export interface AcquireOptions {
 type Waiter = (release: Release) => void;
 
 /**
- * A single, process-wide in-flight limit: at most `cap` holders at a time.
+ * One shared in-flight limit: at most `cap` holders at a time, whatever they work on.
  *
  * Why: protecting a database, an external API or a pool of child processes needs a hard
- * quota on work in flight, not a rate or a worker pool that overflows into extra tasks.
+ * quota on work in flight ("this process runs at most N"), not a rate limit and not a
+ * worker pool that overflows into extra tasks. For a limit per key use {@link KeyedGate}.
  * Two ways in: `acquire` waits its turn in FIFO order; `tryAcquire` refuses at once when
  * full, so heavy work can answer 429/503 instead of piling up in a queue.
  *
