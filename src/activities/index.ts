@@ -76,7 +76,11 @@ export interface SideEffectActivitiesOptions {
   store: Store;
   /** Each effect becomes an activity named after its key here (readable in the UI), and `probe:<name>` if it has a probe. */
   effects: Record<string, AnyEffect>;
-  /** How long one attempt may hold a resource; renewed (and Temporal heartbeated) every ttlMs/3 while apply runs. */
+  /**
+   * How long one attempt may hold a resource; renewed (and Temporal heartbeated) every ttlMs/3
+   * while apply runs. The effect activity's heartbeatTimeout must be at least ttlMs/2
+   * (sideEffect's default is 1 minute), else it fails with SideEffectMisconfigured.
+   */
   ttlMs: number;
   /** Starts and joins ReconcileWorkflows. */
   client: Client;
@@ -151,16 +155,23 @@ export function createSideEffectActivities(
     return async (request: EffectRequest<never>): Promise<EffectResponse> => {
       const context = Context.current();
       const { info } = context;
-      if (info.heartbeatTimeoutMs !== undefined && info.heartbeatTimeoutMs < ttlMs / 2) {
+      // No heartbeat timeout is legal (a crash is then noticed at startToCloseTimeout); one that
+      // expires between two lease heartbeats would kill every apply longer than it.
+      if (info.heartbeatTimeoutMs && info.heartbeatTimeoutMs < ttlMs / 2) {
         throw ApplicationFailure.create({
           type: SideEffectFailureType.Misconfigured,
           message: `heartbeatTimeout ${info.heartbeatTimeoutMs} ms is below ttlMs/2 (${ttlMs / 2} ms): the lease heartbeat every ttlMs/3 would time out`,
           nonRetryable: true,
         });
       }
-      const key =
-        request.key ??
-        `${info.workflowExecution?.workflowId ?? info.activityId}/${request.step ?? name}`;
+      const workflowId = info.workflowExecution?.workflowId;
+      if (request.key === undefined && workflowId === undefined) {
+        throw nonRetryable(
+          SideEffectFailureType.InvalidAction,
+          'called outside a workflow: the request must carry a key',
+        );
+      }
+      const key = request.key ?? `${workflowId}/${request.step ?? name}`;
       const { input } = request;
       let action: Action;
       try {

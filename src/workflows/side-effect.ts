@@ -29,6 +29,8 @@ export interface SideEffectOptions extends ActivityOptions {
    * Default: the effect's name. Two calls with the same step are ONE action:
    * the second replays the first (with another input it fails with
    * `SideEffectKeyConflict`). Give each distinct action its own step.
+   * The workflow id survives resets and continue-as-new, so does the key: a
+   * new run calling the same step replays the old run's result.
    */
   step?: string;
   /** Replaces `<workflowId>/<step>` as the idempotency key, e.g. `charge/<orderId>` to deduplicate across workflows. */

@@ -131,6 +131,28 @@ describe('the apply signal', () => {
     );
   });
 
+  it('the sweeper gives the key orphaned by the cancelled workflow a ReconcileWorkflow, which a person decides', async () => {
+    const [orphan] = await store.list({ state: 'uncertain' });
+    expect(orphan?.resource).toBe('doc:2');
+    const key = orphan!.key;
+
+    const report = await h.worker.activities.sweepAndReconcile();
+    expect(report.reconciling).toEqual([key]);
+    const status = await h.waitForReconcile(key, 'waiting');
+    expect(status).toMatchObject({ key, resource: 'doc:2', subscribers: [] });
+    expect(status.effect).toBeUndefined();
+    // A second sweep joins the running ReconcileWorkflow instead of starting another run.
+    const { runId } = await h.reconcile(key).describe();
+    await h.worker.activities.sweepAndReconcile();
+    expect((await h.reconcile(key).describe()).runId).toBe(runId);
+
+    const resolution = await h.reconcile(key).executeUpdate(resolveUpdate, {
+      args: [{ applied: false, reason: 'cancelled before anything was written', by: 'ops' }],
+    });
+    expect(resolution).toMatchObject({ applied: false, decidedBy: 'update' });
+    expect((await store.inspect(key))?.state).toBe('free');
+  });
+
   it('replays every recorded history without nondeterminism', async () => {
     expect(await h.replayAll()).toEqual([]);
   });
