@@ -49,7 +49,8 @@ const ops: Record<string, Op> = {
   'Runner.execute': async (caller, n) => {
     const action = { key: `e-${run}-${caller}-${n}`, resource: `r-${caller}` };
     const execution = await runner.execute(action, async () => result);
-    if (execution.outcome !== 'applied') throw new Error(`expected applied, got ${execution.outcome}`);
+    if (execution.outcome !== 'applied')
+      throw new Error(`expected applied, got ${execution.outcome}`);
   },
   'floor: 2 upserts': async (caller, n) => {
     const key = `f-${run}-${caller}-${n}`;
@@ -144,7 +145,9 @@ async function main(): Promise<void> {
 
   const trips = await roundTripsPerExecute();
   console.log(`\nPgStore bench (schema ${schema}, median of ${ROUNDS} x ${ROUND_MS} ms rounds)`);
-  console.log(`round trips per Runner.execute: ${trips} (acquire straight into applying + complete)\n`);
+  console.log(
+    `round trips per Runner.execute: ${trips} (acquire straight into applying + complete)\n`,
+  );
   console.log(
     `${'scenario'.padEnd(22)} ${'callers'.padStart(7)} ${'ours ops/s'.padStart(11)} ${'floor ops/s'.padStart(12)} ${'ratio'.padStart(6)} ${'target'.padStart(7)}  met`,
   );
