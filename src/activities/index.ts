@@ -72,6 +72,7 @@ export function defineEffect<I, R, P = undefined>(
   return definition;
 }
 
+/** What `createSideEffectActivities` needs: the store that judges, the effects it guards, and where ReconcileWorkflows run. */
 export interface SideEffectActivitiesOptions {
   store: Store;
   /** Each effect becomes an activity named after its key here (readable in the UI), and `probe:<name>` if it has a probe. */

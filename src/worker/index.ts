@@ -22,6 +22,7 @@ export const defaultWorkflowsPath: string = (() => {
     : fileURLToPath(new URL('../workflows/index.js', import.meta.url));
 })();
 
+/** `createWorker`'s options: the activities' options plus how to reach Temporal and which workflows to bundle. */
 export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, 'client'> {
   /** A connected NativeConnection for the worker; otherwise one to `address` is opened (and closed when `run()` ends). */
   connection?: NativeConnection;

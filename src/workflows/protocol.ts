@@ -126,8 +126,11 @@ export const reconcileWorkflowId = (key: string): string => `reconcile/${key}`;
 export const resolveSignal = defineSignal<[ResolveInput]>('resolve');
 /** Programmatic callers: rejected synchronously by its validator when malformed; answers the final resolution. */
 export const resolveUpdate = defineUpdate<ReconcileResolution, [ResolveInput]>('resolve');
+/** Where a reconcile stands, with the refused signals: what an operator looks at in the UI's Queries tab. */
 export const statusQuery = defineQuery<ReconcileStatus>('status');
+/** Sent by `ensureReconcile` (signal-with-start) so the waiting workflow is told the verdict. */
 export const subscribeSignal = defineSignal<[Subscription]>('subscribe');
+/** The verdict, sent to every subscribed workflow; `sideEffect()` waits for it. */
 export const reconciledSignal = defineSignal<[Reconciled]>('reconciled');
 
 /** Activity type of an effect's probe. */

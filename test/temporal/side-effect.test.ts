@@ -4,7 +4,14 @@ import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
-import { SideEffectFailureType, type SideEffectOutcome } from '../../src/workflows/index.js';
+import { createWorker } from '../../src/worker/index.js';
+import {
+  type ReconcileInput,
+  reconcileWorkflowId,
+  SideEffectFailureType,
+  type SideEffectOutcome,
+} from '../../src/workflows/index.js';
+import { TEMPORAL_ADDRESS, uniqueTaskQueue } from '../support/temporal.js';
 import { deferred, type Harness, Ledger, startHarness, waitFor } from './harness.js';
 
 interface Payment {
@@ -161,5 +168,32 @@ describe('sideEffect on the dev server', () => {
 
   it('replays every recorded history without nondeterminism', async () => {
     expect(await h.replayAll()).toEqual([]);
+  });
+});
+
+describe('createWorker with its defaults', () => {
+  it('bundles the library workflows, opens and closes its own connections, and runs a ReconcileWorkflow', async () => {
+    const own = new MemoryStore();
+    const taskQueue = uniqueTaskQueue('defaults');
+    const sw = await createWorker({
+      address: TEMPORAL_ADDRESS,
+      taskQueue,
+      store: own,
+      effects,
+      ttlMs: TTL_MS,
+    });
+    const running = sw.run();
+    // A key the store never saw is not uncertain: the reconcile ends at once as decided by the store.
+    const key = `${taskQueue}/nothing`;
+    const input: ReconcileInput = { key, resource: 'r', reason: 'test' };
+    const resolution = await sw.client.workflow.execute('ReconcileWorkflow', {
+      taskQueue,
+      workflowId: reconcileWorkflowId(key),
+      args: [input],
+    });
+    expect(resolution).toMatchObject({ key, applied: false, decidedBy: 'store' });
+    sw.shutdown();
+    await running;
+    await expect(sw.client.workflowService.getSystemInfo({})).rejects.toThrow();
   });
 });
