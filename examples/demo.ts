@@ -1,0 +1,261 @@
+/**
+ * `npm start`: the whole idea on one machine. Starts the Temporal dev server
+ * if none answers, migrates Postgres, runs a worker, and walks through a
+ * payments scenario showing applied, replayed, contended and uncertain. It
+ * ends on a charge whose outcome nobody knows, waiting in the Temporal UI for
+ * a person's verdict, and exits once that verdict arrives.
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Connection, type WorkflowHandle } from '@temporalio/client';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import pg from 'pg';
+import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
+import { createWorker } from '../src/worker/index.js';
+import {
+  reconcileWorkflowId,
+  type SideEffectOutcome,
+  statusQuery,
+} from '../src/workflows/index.js';
+import { type Charge, type ChargeInput, chargeEffect } from './effects.js';
+
+const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
+const UI = process.env.TEMPORAL_UI_URL || 'http://localhost:8233';
+const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+const SCHEMA = process.env.SIDEEFFECT_SCHEMA || 'sideeffect';
+const TASK_QUEUE = 'sideeffect-demo';
+const run = randomBytes(3).toString('hex');
+const say = (line = '') => process.stdout.write(`${line}\n`);
+
+async function main(): Promise<void> {
+  // Contention and the lost response below are expected: keep the worker's own warnings out of the walkthrough.
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  say(`sideeffect demo, run ${run}`);
+  await ensureTemporal();
+  const pool = await connectPostgres();
+  const applied = await migrate(pool, { schema: SCHEMA });
+  const bankTable = `${SCHEMA}.demo_bank`;
+  await pool.query(
+    `create table if not exists ${bankTable} (id bigserial primary key, key text not null, card text not null,
+       cents int not null, fence bigint not null, at timestamptz not null default now())`,
+  );
+  say(
+    `  Postgres  ${DATABASE_URL.replace(/:[^:@/]*@/, ':***@')} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
+  );
+
+  const store = new PgStore({ pool, schema: SCHEMA });
+  const bank = new PgFencedSink({ pool, schema: SCHEMA });
+  const worker = await createWorker({
+    address: TEMPORAL_ADDRESS,
+    taskQueue: TASK_QUEUE,
+    store,
+    effects: { charge: chargeEffect(bank, bankTable) },
+    ttlMs: 3_000,
+    workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
+    sweepEveryMs: 10_000,
+  });
+  const running = worker.run();
+  say(`  Worker    task queue ${TASK_QUEUE}`);
+  say();
+
+  const client = worker.client;
+  const order = (name: string) => `demo-${run}-order-${name}`;
+  const pay = (name: string, input: Omit<ChargeInput, 'order'>): Promise<WorkflowHandle> =>
+    client.workflow.start('PaymentWorkflow', {
+      taskQueue: TASK_QUEUE,
+      workflowId: order(name),
+      args: [{ order: name, ...input }],
+    });
+  const outcome = (handle: WorkflowHandle) => handle.result() as Promise<SideEffectOutcome<Charge>>;
+  const bankCharges = async (key: string) =>
+    (
+      await pool.query<{ id: string }>(
+        `select 'ch_' || id as id from ${bankTable} where key = $1 order by id`,
+        [key],
+      )
+    ).rows.map((r) => r.id);
+  const bankRows = async (key: string) => (await bankCharges(key)).length;
+  const summary: string[][] = [];
+
+  step(1, 'applied', 'order A charges card 1 with 12.50');
+  const a = await outcome(await pay('A', { card: `${run}-1`, cents: 1250 }));
+  done(`${a.outcome}: ${a.result.chargeId} (key ${a.key})`);
+  summary.push(['A', 'applied', a.result.chargeId, String(await bankRows(a.key))]);
+
+  step(2, 'replayed', 'order A is submitted again (same workflow id, so the same key)');
+  const again = await outcome(await pay('A', { card: `${run}-1`, cents: 1250 }));
+  done(
+    `${again.outcome}: ${again.result.chargeId}, the bank still has ${await bankRows(again.key)} charge for it`,
+  );
+  summary.push([
+    'A again',
+    again.outcome,
+    again.result.chargeId,
+    String(await bankRows(again.key)),
+  ]);
+
+  step(3, 'contended', 'orders B and C charge card 2 at the same time (the bank takes 2 s)');
+  const b = await pay('B', { card: `${run}-2`, cents: 800, bankDelayMs: 2_000 });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const c = await pay('C', { card: `${run}-2`, cents: 300 });
+  const [rb, rc] = await Promise.all([outcome(b), outcome(c)]);
+  const waited = [rb, rc].find((r) => r.result.attempt > 1);
+  done(
+    waited
+      ? `one held card 2; the other was contended (SideEffectContended) and applied on attempt ${waited.result.attempt}`
+      : 'both applied one after the other',
+  );
+  summary.push([
+    'B',
+    rb.result.attempt > 1 ? 'contended, then applied' : 'applied',
+    rb.result.chargeId,
+    String(await bankRows(rb.key)),
+  ]);
+  summary.push([
+    'C',
+    rc.result.attempt > 1 ? 'contended, then applied' : 'applied',
+    rc.result.chargeId,
+    String(await bankRows(rc.key)),
+  ]);
+
+  step(4, 'uncertain', 'order D: the bank takes the charge, then the response is lost');
+  const d = await pay('D', { card: `${run}-3`, cents: 4200, loseResponse: true });
+  const key = `${order('D')}/charge`;
+  const reconcile = client.workflow.getHandle(reconcileWorkflowId(key));
+  const status = await waitForWaiting(reconcile);
+  done(`uncertain: ${status.reason}`);
+  summary.push(['D', 'uncertain, waiting for a person', '?', String(await bankRows(key))]);
+
+  say();
+  say(table(['ORDER', 'OUTCOME', 'CHARGE', 'BANK ROWS'], summary));
+  say();
+  const charges = await bankCharges(key);
+  const verdict = JSON.stringify({ chargeId: charges[0] ?? 'none', attempt: 1 });
+  const signal = `{"applied": true, "result": ${verdict}, "reason": "found in the bank ledger", "by": "you"}`;
+  say(
+    'Order D is blocked: retrying it blindly could charge twice. A person decides, in the Temporal UI:',
+  );
+  say();
+  say(
+    `  1. Open   ${UI}/namespaces/default/workflows/${encodeURIComponent(reconcileWorkflowId(key))}`,
+  );
+  say(
+    `  2. Check  the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
+  );
+  say('  3. Click  "More Actions" > "Send a Signal", signal name: resolve, input (paste):');
+  say(`            ${signal}`);
+  say(
+    '            (or {"applied": false, "reason": "...", "by": "you"} if the bank never took it: order D is then charged again)',
+  );
+  say();
+  say('  or from a terminal:');
+  say(
+    `    npm run sideeffect -- resolve '${key}' --applied --reason "found in the bank ledger" --result '${verdict}'`,
+  );
+  say(
+    `    temporal workflow signal --workflow-id '${reconcileWorkflowId(key)}' --name resolve --input '${signal}'`,
+  );
+  say();
+  say(
+    'Waiting for the resolve signal... (Ctrl-C to leave it waiting; the workflow keeps waiting in Temporal)',
+  );
+
+  const final = await outcome(d);
+  const resolution = await reconcile.result();
+  say();
+  say(
+    `Resolved by ${resolution.by ?? resolution.decidedBy}: ${resolution.applied ? 'applied' : 'not applied'} (${resolution.reason})`,
+  );
+  say(
+    `Order D finished: ${final.outcome}, charge ${final.result.chargeId}; the bank has ${await bankRows(key)} charge(s) for it`,
+  );
+  say(`Inspect it: npm run sideeffect -- show '${key}'`);
+
+  worker.shutdown();
+  await running;
+  await bank.close();
+  await store.close();
+  await pool.end();
+}
+
+function step(n: number, outcome: string, what: string): void {
+  process.stdout.write(`[${n}/4] ${outcome.padEnd(10)} ${what} ... `);
+}
+
+function done(what: string): void {
+  say(what);
+}
+
+async function ensureTemporal(): Promise<void> {
+  if (!(await temporalAnswers())) {
+    say(
+      `  Temporal  nothing answers at ${TEMPORAL_ADDRESS}; starting the dev server with ./temporal-dev.sh`,
+    );
+    const script = fileURLToPath(new URL('../temporal-dev.sh', import.meta.url));
+    const started = spawnSync(script, [], { stdio: 'inherit' });
+    if (started.status !== 0)
+      fail(`./temporal-dev.sh failed (exit ${started.status}); see its message above.`);
+  }
+  say(`  Temporal  ${TEMPORAL_ADDRESS}, web UI ${UI}`);
+}
+
+async function temporalAnswers(): Promise<boolean> {
+  try {
+    const connection = await Connection.connect({
+      address: TEMPORAL_ADDRESS,
+      connectTimeout: 2_000,
+    });
+    try {
+      await connection.workflowService.getSystemInfo({});
+      return true;
+    } finally {
+      await connection.close();
+    }
+  } catch {
+    return false;
+  }
+}
+
+async function connectPostgres(): Promise<pg.Pool> {
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, connectionTimeoutMillis: 5_000 });
+  pool.on('error', () => {});
+  try {
+    await pool.query('select 1');
+    return pool;
+  } catch (error) {
+    await pool.end().catch(() => {});
+    return fail(
+      `Postgres does not answer at ${DATABASE_URL} (${(error as Error).message}).\n` +
+        'Start Postgres there, or set DATABASE_URL=postgres://user:password@host:5432/database and run npm start again.',
+    );
+  }
+}
+
+async function waitForWaiting(handle: WorkflowHandle) {
+  for (let tries = 0; ; tries++) {
+    try {
+      const status = await handle.query(statusQuery);
+      if (status.state === 'waiting') return status;
+    } catch (error) {
+      if (tries > 300) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+function table(head: string[], rows: string[][]): string {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    `  ${cells.map((c, i) => c.padEnd(widths[i]!)).join('  ')}`.trimEnd();
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+function fail(message: string): never {
+  process.stderr.write(`\nsideeffect demo: ${message}\n`);
+  process.exit(1);
+}
+
+main().catch((error: unknown) =>
+  fail(error instanceof Error ? (error.stack ?? error.message) : String(error)),
+);
