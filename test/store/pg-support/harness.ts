@@ -1,8 +1,9 @@
 /**
  * PgStore on a fresh, migrated schema whose clock can be moved: the test hook of DESIGN.md.
- * Every store function reads the time from `store_now()`; here it is replaced by one that adds an
- * offset kept in a table, so `advance(ms)` expires leases without sleeping. Production schemas
- * never get this function.
+ * Every store function reads the time from `store_now()`; here it is replaced by one that reads a
+ * table, so the clock stands still (like the MemoryStore's injected clock: a loaded machine cannot
+ * expire a lease between two statements) and `advance(ms)` moves it. Production schemas never get
+ * this function.
  */
 import pg from 'pg';
 import type { Limits } from '../../../src/core/index.js';
@@ -27,11 +28,11 @@ export async function pgHarness(
   await migrate(db.pool, { schema: db.schema });
   if (options.movableClock ?? true) {
     await db.pool.query(`
-      create table test_clock (offset_ms bigint not null);
-      insert into test_clock values (0);
+      create table test_clock (at timestamptz not null);
+      insert into test_clock values (clock_timestamp());
       create or replace function store_now() returns timestamptz
         language sql volatile set search_path from current
-        as $$ select clock_timestamp() + (select offset_ms from test_clock) * interval '1 millisecond' $$;
+        as $$ select at from test_clock $$;
     `);
   }
   const store = new PgStore({ pool: db.pool, schema: db.schema, limits: options.limits });
@@ -41,7 +42,7 @@ export async function pgHarness(
     store,
     sink,
     advance: async (ms) => {
-      await db.pool.query('update test_clock set offset_ms = offset_ms + $1', [ms]);
+      await db.pool.query(`update test_clock set at = at + $1 * interval '1 millisecond'`, [ms]);
     },
     close: () => db.drop(),
   };

@@ -51,17 +51,16 @@ create index keys_state_updated_at on keys (state, updated_at);
 
 -- Append-only: why each key was judged what it is.
 create table events (
-  id bigint generated always as identity primary key,
+  id bigint generated always as identity,
   key text not null,
   from_state text not null,
   to_state text not null,
   fence bigint not null,
   reason text not null,
   actor text not null,
-  at timestamptz not null
+  at timestamptz not null,
+  primary key (key, id)
 );
-
-create index events_key on events (key, id);
 
 -- The downstream side of the fence (PgFencedSink): the highest fence a write was accepted with,
 -- per resource. Separate from resources.fence on purpose: it is what the downstream has seen.
@@ -193,20 +192,26 @@ begin
   if v_found then
     update keys set state = v_to, fence = o_fence, retry_safety = p_retry_safety, updated_at = v_now
      where key = p_key;
+    insert into events (key, from_state, to_state, fence, reason, actor, at)
+    values (p_key, k.state, v_to, o_fence, 'granted', 'acquire', v_now);
   else
-    insert into keys (key, resource, digest, state, fence, retry_safety, updated_at)
-    values (p_key, p_resource, p_digest, v_to, o_fence, p_retry_safety, v_now)
-    on conflict (key) do nothing;
+    with created as (
+      insert into keys (key, resource, digest, state, fence, retry_safety, updated_at)
+      values (p_key, p_resource, p_digest, v_to, o_fence, p_retry_safety, v_now)
+      on conflict (key) do nothing
+      returning key
+    )
+    insert into events (key, from_state, to_state, fence, reason, actor, at)
+    select key, 'free', v_to, o_fence, 'granted', 'acquire', v_now from created;
     if not found then
       -- Created meanwhile by an acquire on another resource (this one is locked by us).
       select * into k from keys where key = p_key;
-      o_outcome := case when k.resource <> p_resource then 'conflict:resource' else 'conflict:payload' end;
+      o_outcome := case when k.resource <> p_resource then 'conflict:resource'
+                        else 'conflict:payload' end;
       o_fence := null;
       return;
     end if;
   end if;
-  insert into events (key, from_state, to_state, fence, reason, actor, at)
-  values (p_key, case when v_found then k.state else 'free' end, v_to, o_fence, 'granted', 'acquire', v_now);
 
   if r.holder <> p_key then
     perform conclude(r.holder, 'takeover', v_now);
@@ -219,26 +224,37 @@ begin
 end
 $$;
 
--- The fence rule shared by renew, complete, mark_uncertain and release: the resource's current
--- fence is p_fence and p_key holds it (expired but not yet taken still counts). Locks the resource
--- row, then the key row; returns the key's state (held or applying), or null if not held.
-create function hold(p_key text, p_resource text, p_fence bigint) returns text
+-- The fence rule of renew, complete, mark_uncertain and release: the resource's current fence is
+-- p_fence and p_key holds it (expired but not yet taken still counts). Each checks it with one
+-- UPDATE of the resource row that matches only then: lock, check and write in one step. The key row
+-- then needs no lock of its own: a held or applying key only moves under its resource's lock, and
+-- the resource names its holder only while that key is held or applying at that fence (every
+-- transition below keeps the two together). move_key() relies on that and says so if it fails.
+
+-- Moves the holding key to p_to and records the event, in one statement.
+create function move_key(
+  p_key text, p_fence bigint, p_to text, p_result bytea, p_reason text, p_actor text,
+  p_now timestamptz
+) returns void
   language plpgsql
-  set search_path from current
 as $$
-declare
-  v_state text;
 begin
-  perform from resources
-   where resource = p_resource and fence = p_fence and holder = p_key
-     for update;
+  with old as (
+    select state from keys where key = p_key and fence = p_fence and state in ('held', 'applying')
+  ), moved as (
+    update keys
+       set state = p_to,
+           result = coalesce(p_result, result),
+           reason = case when p_to = 'uncertain' then p_reason else reason end,
+           updated_at = p_now
+     where key = p_key and fence = p_fence and state in ('held', 'applying')
+    returning key
+  )
+  insert into events (key, from_state, to_state, fence, reason, actor, at)
+  select p_key, old.state, p_to, p_fence, p_reason, p_actor, p_now from old, moved;
   if not found then
-    return null;
+    raise exception 'sideeffect: key % holds its resource at fence % but is not held', p_key, p_fence;
   end if;
-  select state into v_state from keys
-   where key = p_key and fence = p_fence and state in ('held', 'applying')
-     for update;
-  return v_state;
 end
 $$;
 
@@ -256,21 +272,23 @@ create function renew(
   set search_path from current
 as $$
 declare
-  v_from text := hold(p_key, p_resource, p_fence);
-  v_now timestamptz;
   v_expires_at timestamptz;
 begin
-  if v_from is null then
+  update resources set expires_at = store_now() + p_ttl_ms * interval '1 millisecond'
+   where resource = p_resource and fence = p_fence and holder = p_key
+  returning expires_at into v_expires_at;
+  if not found then
     o_outcome := 'stale';
     return;
   end if;
-  v_now := store_now();
-  v_expires_at := v_now + p_ttl_ms * interval '1 millisecond';
-  update resources set expires_at = v_expires_at where resource = p_resource;
-  if p_applying and v_from = 'held' then
-    update keys set state = 'applying', updated_at = v_now where key = p_key;
+  if p_applying then
+    with moved as (
+      update keys set state = 'applying', updated_at = store_now()
+       where key = p_key and state = 'held'
+      returning updated_at
+    )
     insert into events (key, from_state, to_state, fence, reason, actor, at)
-    values (p_key, 'held', 'applying', p_fence, 'prepared', 'renew', v_now);
+    select p_key, 'held', 'applying', p_fence, 'prepared', 'renew', updated_at from moved;
   end if;
   o_outcome := 'renewed';
   o_expires_at_ms := epoch_ms(v_expires_at);
@@ -289,20 +307,15 @@ create function complete(
   language plpgsql
   set search_path from current
 as $$
-declare
-  v_from text := hold(p_key, p_resource, p_fence);
-  v_now timestamptz;
 begin
-  if v_from is null then
+  update resources set holder = null, expires_at = null
+   where resource = p_resource and fence = p_fence and holder = p_key;
+  if not found then
     select result into o_result from keys where key = p_key and state = 'done' and fence = p_fence;
     o_outcome := case when found then 'replayed' else 'stale' end;
     return;
   end if;
-  v_now := store_now();
-  update resources set holder = null, expires_at = null where resource = p_resource;
-  update keys set state = 'done', result = p_result, updated_at = v_now where key = p_key;
-  insert into events (key, from_state, to_state, fence, reason, actor, at)
-  values (p_key, v_from, 'done', p_fence, 'completed', 'complete', v_now);
+  perform move_key(p_key, p_fence, 'done', p_result, 'completed', 'complete', store_now());
   o_outcome := 'completed';
 end
 $$;
@@ -313,19 +326,14 @@ create function mark_uncertain(p_key text, p_resource text, p_fence bigint, p_re
   language plpgsql
   set search_path from current
 as $$
-declare
-  v_from text := hold(p_key, p_resource, p_fence);
-  v_now timestamptz;
 begin
-  if v_from is null then
+  update resources set holder = null, expires_at = null
+   where resource = p_resource and fence = p_fence and holder = p_key;
+  if not found then
     perform from keys where key = p_key and state = 'uncertain' and fence = p_fence;
     return case when found then 'marked' else 'stale' end;
   end if;
-  v_now := store_now();
-  update resources set holder = null, expires_at = null where resource = p_resource;
-  update keys set state = 'uncertain', reason = p_reason, updated_at = v_now where key = p_key;
-  insert into events (key, from_state, to_state, fence, reason, actor, at)
-  values (p_key, v_from, 'uncertain', p_fence, p_reason, 'markUncertain', v_now);
+  perform move_key(p_key, p_fence, 'uncertain', null, p_reason, 'markUncertain', store_now());
   return 'marked';
 end
 $$;
@@ -336,20 +344,15 @@ create function release(p_key text, p_resource text, p_fence bigint) returns tex
   language plpgsql
   set search_path from current
 as $$
-declare
-  v_from text := hold(p_key, p_resource, p_fence);
-  v_now timestamptz;
 begin
-  if v_from is null then
+  update resources set holder = null, expires_at = null
+   where resource = p_resource and fence = p_fence and holder = p_key;
+  if not found then
     perform from resources
      where resource = p_resource and fence = p_fence and holder is distinct from p_key;
     return case when found then 'released' else 'stale' end;
   end if;
-  v_now := store_now();
-  update resources set holder = null, expires_at = null where resource = p_resource;
-  update keys set state = 'free', updated_at = v_now where key = p_key;
-  insert into events (key, from_state, to_state, fence, reason, actor, at)
-  values (p_key, v_from, 'free', p_fence, 'released', 'release', v_now);
+  perform move_key(p_key, p_fence, 'free', null, 'released', 'release', store_now());
   return 'released';
 end
 $$;
