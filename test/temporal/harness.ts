@@ -99,20 +99,11 @@ export async function startHarness(
     reconcile: (key) => track(client.workflow.getHandle(reconcileWorkflowId(key))),
     async waitForReconcile(key, state) {
       const handle = harness.reconcile(key);
-      let last: unknown;
-      return waitFor(
-        async () => {
-          try {
-            const status = await handle.query(statusQuery);
-            last = status.state;
-            return status.state === state ? status : undefined;
-          } catch (error) {
-            last = error;
-            return undefined;
-          }
-        },
-        `reconcile/${key} to be ${state} (last: ${String(last)})`,
-      );
+      return waitFor(async () => {
+        // Not started yet (or not yet past its first task) answers with an error: keep polling.
+        const status = await handle.query(statusQuery).catch(() => undefined);
+        return status?.state === state ? status : undefined;
+      }, `reconcile/${key} to be ${state}`);
     },
     async replayAll() {
       const failures: Array<{ workflowId: string; error: unknown }> = [];
