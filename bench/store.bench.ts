@@ -17,9 +17,9 @@ import { migrate, PgStore } from '../src/store/postgres/index.js';
 
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const CONCURRENCIES = [1, 8, 32] as const;
-const ROUNDS = 3;
-const ROUND_MS = 1_500;
-const REPLAY_KEYS = 2_000;
+const ROUNDS = 5;
+const ROUND_MS = 1_000;
+const REPLAY_KEYS = 1_000;
 const TARGETS = { execute: 0.6, replay: 0.8 } as const;
 
 const schema = `sideeffect_bench_${randomBytes(3).toString('hex')}`;

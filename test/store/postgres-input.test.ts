@@ -30,7 +30,7 @@ async function tableCounts(): Promise<Record<string, number>> {
   return rows[0];
 }
 
-// What was tried                        | the call
+// [what was tried, the call that tries it]: each must throw InvalidActionError and write nothing.
 const attempts: Array<[string, (store: PgStore) => Promise<unknown>]> = [
   ['acquire: empty key', (s) => s.acquire({ ...ok, key: '' }, TTL)],
   ['acquire: empty resource', (s) => s.acquire({ ...ok, resource: '' }, TTL)],
