@@ -7,7 +7,7 @@ import {
   NotUncertainError,
   StoreUnavailableError,
 } from '../core/errors.js';
-import { decodeJson } from '../core/json.js';
+import { decodeJson, encodeJson } from '../core/json.js';
 import { type ApplyContext, type ExecuteOptions, type Execution, Runner } from '../core/runner.js';
 import type { Store } from '../core/store.js';
 import type { Action, KeyRecord, Lease, Result, RetrySafety } from '../core/types.js';
@@ -28,7 +28,6 @@ import {
   type Verdict,
 } from '../workflows/protocol.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
-import { canonicalJson, NotJsonError } from './json.js';
 
 /** What an effect's apply gets: the fence for every downstream write, and a signal that fires on lease loss or activity cancellation. */
 export interface EffectContext<P> {
@@ -179,7 +178,7 @@ export function createSideEffectActivities(
         action = {
           key,
           resource: effect.resource(input),
-          payload: canonicalJson(input).payload,
+          payload: encodeJson(input).payload,
           retrySafety: effect.retrySafety ?? 'unknown',
         };
       } catch (error) {
@@ -192,7 +191,7 @@ export function createSideEffectActivities(
       const apply = async ({ lease, signal }: ApplyContext, prepared: unknown): Promise<Result> => {
         const result = await effect.apply(input, { key, lease, signal, prepared });
         try {
-          return canonicalJson(result);
+          return encodeJson(result);
         } catch (error) {
           throw new InvalidResult(error);
         }
@@ -261,7 +260,7 @@ export function createSideEffectActivities(
       if (!answer.applied) return { applied: false };
       // The answer becomes the recorded result: refuse what could not be replayed.
       try {
-        canonicalJson(answer.result);
+        encodeJson(answer.result);
       } catch (error) {
         throw nonRetryable(SideEffectFailureType.InvalidResult, error);
       }
@@ -309,7 +308,7 @@ export function createSideEffectActivities(
           applied: resolution.applied,
           reason: resolution.reason,
           ...(resolution.by === undefined ? {} : { by: resolution.by }),
-          ...(resolution.applied ? { result: canonicalJson(resolution.result) } : {}),
+          ...(resolution.applied ? { result: encodeJson(resolution.result) } : {}),
         });
         return outcome.applied
           ? {
@@ -385,7 +384,7 @@ function nonRetryable(type: string, error: unknown, details?: unknown[]): Applic
 
 /** Typed store errors become failures a retry policy handles right; anything else is rethrown (retryable). */
 function toFailure(error: unknown): unknown {
-  if (error instanceof InvalidActionError || error instanceof NotJsonError)
+  if (error instanceof InvalidActionError)
     return nonRetryable(SideEffectFailureType.InvalidAction, error);
   if (error instanceof KeyConflictError)
     return nonRetryable(SideEffectFailureType.KeyConflict, error, [

@@ -1,5 +1,5 @@
 export * from './errors.js';
-export { decodeJson, encodeJson } from './json.js';
+export { decodeJson, encodeJson, NotJsonError } from './json.js';
 export * from './runner.js';
 export type { FencedSink, Store } from './store.js';
 export * from './types.js';
