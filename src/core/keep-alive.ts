@@ -3,7 +3,7 @@ import type { Store } from './store.js';
 import type { Action, Lease } from './types.js';
 
 /**
- * Renews a lease every ttl/3 while apply runs, and aborts the apply as soon as
+ * Renews a lease every ttl/3 from the grant until apply ends, and aborts the apply as soon as
  * the lease is provably gone: a long apply without renewal would be taken over
  * mid-flight and run twice. If the store cannot be reached for a whole TTL we
  * also abort, because by then someone else may hold the resource.
@@ -31,8 +31,15 @@ export class KeepAlive {
     return this.#controller.signal;
   }
 
+  /** The lease as last renewed: always hand this one on, its expiry is the freshest. */
   get lease(): Lease {
     return this.#lease;
+  }
+
+  /** Takes over a lease renewed elsewhere (the Runner's holder check). */
+  adopt(lease: Lease): void {
+    this.#lease = lease;
+    this.#lastConfirmed = performance.now();
   }
 
   stop(): void {

@@ -140,76 +140,87 @@ export class Runner {
         throw new UnknownOutcomeError((acquisition as { outcome: unknown }).outcome);
     }
 
-    let lease = acquisition.lease;
-    let prepared = undefined as Prepared;
-    if (prepare) {
-      try {
-        prepared = await prepare({ signal: options.signal ?? new AbortController().signal });
-      } catch (error) {
-        await releaseQuietly(store, checked, lease);
-        return { outcome: 'failed', error };
-      }
-      try {
-        lease = await store.renew(checked, lease, ttlMs, { applying: true });
-      } catch (error) {
-        await releaseQuietly(store, checked, lease);
-        if (!(error instanceof FenceStaleError)) return { outcome: 'failed', error };
-        return {
-          outcome: 'contended',
-          retryAfterMs: 0,
-          error: new LeaseLostError(lease.resource, lease.fence, { cause: error }),
-        };
-      }
-    }
-    return this.#applyAndRecord(
-      store,
-      checked,
-      lease,
-      (context) => apply(prepared, context),
-      options,
-    );
-  }
-
-  async #applyAndRecord(
-    store: Store,
-    action: Required<Action>,
-    lease: Lease,
-    apply: Apply,
-    options: ExecuteOptions,
-  ): Promise<Execution> {
-    const keepAlive = new KeepAlive(store, action, lease, options.onRenewed);
+    // Renewed from the grant on, so a slow prepare keeps its lease (and its Temporal heartbeat) too.
+    const keepAlive = new KeepAlive(store, checked, acquisition.lease, options.onRenewed);
     const signal = options.signal
       ? AbortSignal.any([keepAlive.signal, options.signal])
       : keepAlive.signal;
     let result: Result;
     try {
-      result = await apply({ lease, signal });
-    } catch (error) {
-      if (action.retrySafety === 'safe') {
-        await releaseQuietly(store, action, keepAlive.lease);
-        return { outcome: 'failed', error };
+      let prepared = undefined as Prepared;
+      if (prepare) {
+        const ready = await this.#prepare(store, checked, keepAlive, () => prepare({ signal }));
+        if ('outcome' in ready) return ready;
+        prepared = ready.prepared;
       }
-      return markUncertain(
-        store,
-        action,
-        keepAlive.lease,
-        `apply failed: ${describe(error)}`,
-        error,
-      );
+      try {
+        result = await apply(prepared, { lease: keepAlive.lease, signal });
+      } catch (error) {
+        if (checked.retrySafety === 'safe') {
+          await releaseQuietly(store, checked, keepAlive.lease);
+          return { outcome: 'failed', error };
+        }
+        return markUncertain(
+          store,
+          checked,
+          keepAlive.lease,
+          `apply failed: ${describe(error)}`,
+          error,
+        );
+      }
     } finally {
       keepAlive.stop();
     }
+    return this.#record(store, checked, keepAlive.lease, result);
+  }
+
+  /**
+   * Prepare, then the holder check: renew with `applying` proves the fence is
+   * still ours right before the outside world is touched. A lease lost before
+   * that point ends as `contended` with nothing applied.
+   */
+  async #prepare<Prepared>(
+    store: Store,
+    action: Required<Action>,
+    keepAlive: KeepAlive,
+    prepare: () => Promise<Prepared>,
+  ): Promise<{ prepared: Prepared } | Execution> {
+    const lost = (cause: unknown): Execution => ({
+      outcome: 'contended',
+      retryAfterMs: 0,
+      error: new LeaseLostError(keepAlive.lease.resource, keepAlive.lease.fence, { cause }),
+    });
+    let prepared: Prepared;
     try {
-      const recorded = await store.complete(action, keepAlive.lease, result);
-      return { outcome: 'applied', result: recorded, lease: keepAlive.lease };
+      prepared = await prepare();
     } catch (error) {
-      return markUncertain(
-        store,
-        action,
-        keepAlive.lease,
-        `complete failed: ${describe(error)}`,
-        error,
+      await releaseQuietly(store, action, keepAlive.lease);
+      return keepAlive.signal.aborted
+        ? lost(keepAlive.signal.reason)
+        : { outcome: 'failed', error };
+    }
+    try {
+      keepAlive.adopt(
+        await store.renew(action, keepAlive.lease, keepAlive.lease.ttlMs, { applying: true }),
       );
+      return { prepared };
+    } catch (error) {
+      await releaseQuietly(store, action, keepAlive.lease);
+      return error instanceof FenceStaleError ? lost(error) : { outcome: 'failed', error };
+    }
+  }
+
+  async #record(
+    store: Store,
+    action: Required<Action>,
+    lease: Lease,
+    result: Result,
+  ): Promise<Execution> {
+    try {
+      const recorded = await store.complete(action, lease, result);
+      return { outcome: 'applied', result: recorded, lease: lease };
+    } catch (error) {
+      return markUncertain(store, action, lease, `complete failed: ${describe(error)}`, error);
     }
   }
 }

@@ -268,6 +268,53 @@ describe('lease keep-alive during apply', () => {
     expect(renewals).toBeGreaterThanOrEqual(3);
   });
 
+  it('renews during a slow prepare too, so the holder check still passes', async () => {
+    const store = new MemoryStore();
+    const runner = new Runner(store, { ttlMs: 60 });
+    const a = action();
+    let renewals = 0;
+    const execution = await runner.executeWith(
+      a,
+      {
+        prepare: async () => {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          expect((await store.acquire({ key: 'intruder', resource: a.resource }, 60)).outcome).toBe(
+            'contended',
+          );
+        },
+        apply: async () => ({ payload: bytes('after a slow prepare') }),
+      },
+      { onRenewed: () => renewals++ },
+    );
+    expect(execution.outcome).toBe('applied');
+    expect(renewals).toBeGreaterThanOrEqual(3);
+  });
+
+  it('a lease lost during prepare aborts it and ends contended, nothing applied', async () => {
+    let clock = 1_700_000_000_000;
+    const store = new MemoryStore({ now: () => clock });
+    const runner = new Runner(store, { ttlMs: 30 });
+    const a = action();
+    let applied = false;
+    const execution = await runner.executeWith(a, {
+      prepare: async ({ signal }) => {
+        clock += 31;
+        await store.acquire({ key: 'taker', resource: a.resource }, 30_000);
+        await new Promise((_, reject) =>
+          signal.addEventListener('abort', () => reject(signal.reason), { once: true }),
+        );
+      },
+      apply: async () => {
+        applied = true;
+        return { payload: bytes('') };
+      },
+    });
+    expect(execution.outcome).toBe('contended');
+    if (execution.outcome === 'contended') expect(execution.error).toBeInstanceOf(LeaseLostError);
+    expect(applied).toBe(false);
+    expect((await store.inspect(a.key))?.state).toBe('free');
+  });
+
   it('aborts the apply with LeaseLostError when the lease is taken over mid-apply', async () => {
     let clock = 1_700_000_000_000;
     const store = new MemoryStore({ now: () => clock });
