@@ -1,14 +1,15 @@
 #!/usr/bin/env node
-// The `sideeffect` command: the compiled CLI when built, else the TypeScript source through tsx.
+// The `sideeffect` command. In a checkout it runs the TypeScript source through tsx (never a stale
+// build); an installed package ships only dist/ and runs the compiled CLI.
 import { existsSync } from 'node:fs';
 
-const built = new URL('../dist/cli/main.js', import.meta.url);
+const source = new URL('../src/cli/main.ts', import.meta.url);
 let cli;
-if (existsSync(built)) {
-  cli = await import(built.href);
-} else {
+if (existsSync(source)) {
   const { register } = await import('tsx/esm/api');
   register();
-  cli = await import(new URL('../src/cli/main.ts', import.meta.url).href);
+  cli = await import(source.href);
+} else {
+  cli = await import(new URL('../dist/cli/main.js', import.meta.url).href);
 }
 process.exitCode = await cli.main(process.argv.slice(2));
