@@ -12,6 +12,7 @@ import { type ApplyContext, type ExecuteOptions, type Execution, Runner } from '
 import type { Store } from '../core/store.js';
 import type { Action, KeyRecord, Lease, Result, RetrySafety } from '../core/types.js';
 import { checkTtl } from '../core/validate.js';
+import { KeyedGate } from '../syncx/index.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
 import {
   type EffectRequest,
@@ -48,6 +49,14 @@ export interface EffectContext<P> {
 export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
   /** What the lease makes exclusive (one live holder at a time), e.g. `account:42`. */
   resource(input: I): string;
+  /**
+   * Bounds this effect's attempts in flight within one worker, per key of your
+   * choice (default: one bound for the effect), e.g. `{ limit: 4, key: (i) => i.model }`
+   * for "at most 4 calls per LLM model". A full key fails the attempt at once with
+   * the retryable `SideEffectTooManyInFlight`, before any lease is taken, so
+   * Temporal backs off instead of piling attempts up in the worker.
+   */
+  inFlight?: { limit: number; key?: (input: I) => string };
   /** Whether a failed apply may simply be retried. Default `unknown`: a failed apply blocks the key until reconciled. */
   retrySafety?: RetrySafety;
   /** Slow work that must not touch the outside world; the lease is re-checked after it. Keep it shorter than the heartbeat timeout. */
@@ -152,6 +161,32 @@ export function createSideEffectActivities(
   }
 
   function effectActivity(name: string, effect: AnyEffect) {
+    const inFlight = effect.inFlight && {
+      gate: new KeyedGate(effect.inFlight.limit),
+      key: effect.inFlight.key ?? (() => name),
+      limit: effect.inFlight.limit,
+    };
+    const guarded = guardedActivity(name, effect);
+    if (!inFlight) return guarded;
+    return async (request: EffectRequest<never>): Promise<EffectResponse> => {
+      const gateKey = inFlight.key(request.input);
+      const release = inFlight.gate.tryAcquire(gateKey);
+      if (!release) {
+        throw ApplicationFailure.create({
+          type: SideEffectFailureType.TooManyInFlight,
+          message: `${inFlight.limit} attempt(s) of "${name}" already in flight for "${gateKey}" in this worker`,
+          details: [{ effect: name, key: gateKey, limit: inFlight.limit }],
+        });
+      }
+      try {
+        return await guarded(request);
+      } finally {
+        release();
+      }
+    };
+  }
+
+  function guardedActivity(name: string, effect: AnyEffect) {
     return async (request: EffectRequest<never>): Promise<EffectResponse> => {
       const context = Context.current();
       const { info } = context;

@@ -17,6 +17,8 @@ export const SideEffectFailureType = {
   KeyConflict: 'SideEffectKeyConflict',
   /** apply returned something that is not JSON-serialisable; non-retryable, the key is left for reconcile. */
   InvalidResult: 'SideEffectInvalidResult',
+  /** The effect's in-flight bound in this worker is full; retryable, nothing was attempted. */
+  TooManyInFlight: 'SideEffectTooManyInFlight',
   /** The store could not be reached; retryable. */
   StoreUnavailable: 'SideEffectStoreUnavailable',
   /** The activity's timeouts cannot work with the lease TTL (heartbeat timeout not above ttl/3); non-retryable. */

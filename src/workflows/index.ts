@@ -39,3 +39,4 @@ export {
   type SideEffectsFor,
   sideEffect,
 } from './side-effect.js';
+export { type SideEffectCall, sideEffects } from './side-effects.js';

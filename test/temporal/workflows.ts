@@ -8,6 +8,7 @@ import {
   runSideEffect,
   type SideEffectOptions,
   type SideEffectOutcome,
+  sideEffects,
 } from '../../src/workflows/index.js';
 
 export { ReconcileWorkflow } from '../../src/workflows/index.js';
@@ -62,4 +63,17 @@ export async function plain(input: unknown): Promise<unknown> {
     startToCloseTimeout: '1 minute',
   });
   return plainWrite(input);
+}
+
+/** `n` guarded effects fanned out at most `limit` at a time; settled results in call order. */
+export async function fanOut(
+  effect: string,
+  inputs: unknown[],
+  limit: number,
+  options: SideEffectOptions = {},
+): Promise<PromiseSettledResult<SideEffectOutcome<unknown>>[]> {
+  return sideEffects(
+    inputs.map((input) => ({ effect, input })),
+    { ...options, limit },
+  );
 }
