@@ -124,7 +124,9 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   setHandler(resolveSignal, (raw: unknown) => {
     const error = resolveInputError(raw);
     if (error) refuse(raw, error);
-    else offer ??= { resolution: raw as ResolveInput, via: 'signal' };
+    else if (offer)
+      refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
+    else offer = { resolution: raw as ResolveInput, via: 'signal' };
   });
   setHandler(
     resolveUpdate,
@@ -238,6 +240,12 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   await notifySubscribers(key, resolution, subscribers);
   await condition(allHandlersFinished);
   return resolution;
+}
+
+/** Who got there first, for the one who did not. */
+function lateVerdict(first: Offer): string {
+  const by = first.resolution.by ? ` by ${first.resolution.by}` : '';
+  return `already decided${by} (${first.via}: ${first.resolution.applied ? 'applied' : 'not applied'})`;
 }
 
 function describe(offer: Offer): Pick<ReconcileResolution, 'reason' | 'by' | 'decidedBy'> {

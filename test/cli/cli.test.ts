@@ -8,6 +8,7 @@ import {
   ReconcileWorkflow,
   reconcileWorkflowId,
   resolveSignal,
+  statusQuery,
 } from '../../src/workflows/index.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { REPO_ROOT } from '../support/temporal.js';
@@ -258,9 +259,10 @@ describe('sideeffect resolve racing the UI signal', () => {
     ]);
     expect(ran.code, ran.stderr).toBe(0);
     expect(ran.stdout).toMatch(/via its ReconcileWorkflow/);
-    await handle
-      .signal(resolveSignal, { applied: false, reason: 'late', by: 'ui:bob' })
-      .catch(() => {});
+    // The UI's sender is told by Temporal itself: the workflow has already completed.
+    await expect(
+      handle.signal(resolveSignal, { applied: false, reason: 'late', by: 'ui:bob' }),
+    ).rejects.toThrow(/completed|not found/i);
     expect(await handle.result()).toMatchObject({
       applied: true,
       result: { id: 'ch_7' },
@@ -272,13 +274,20 @@ describe('sideeffect resolve racing the UI signal', () => {
 
   it('both at once: exactly one wins and the store agrees with the workflow', async () => {
     const { key, handle } = await waitingReconcile();
-    const [ran] = await Promise.all([
+    const [ran, signalled] = await Promise.all([
       cli(['resolve', key, '--applied', '--reason', 'cli verdict', '--by', 'ann', '--json']),
-      handle.signal(resolveSignal, { applied: false, reason: 'ui verdict', by: 'ui:bob' }),
+      handle.signal(resolveSignal, { applied: false, reason: 'ui verdict', by: 'ui:bob' }).then(
+        () => true,
+        () => false,
+      ),
     ]);
     const resolution = await handle.result();
     const report = JSON.parse(ran.stdout);
     expect(report.won).toBe(resolution.decidedBy === 'update');
+    // A signal that reached the workflow after the CLI's verdict is listed as refused, not lost.
+    const { rejected } = await handle.query(statusQuery);
+    if (report.won && signalled) expect(rejected[0]?.error).toMatch(/^already decided by ann/);
+    if (!report.won) expect(rejected).toEqual([]);
     expect(ran.code).toBe(report.won ? 0 : 1);
     expect((await store.inspect(key))?.state).toBe(resolution.applied ? 'done' : 'free');
   });
