@@ -1,8 +1,9 @@
 import { MemoryStore } from '../../src/store/memory.js';
-import { describeStoreConformance } from '../conformance/store-conformance.js';
+import { describeStoreConformance, type StoreFactory } from '../conformance/store-conformance.js';
 import { describeStoreProperties } from '../conformance/store-properties.js';
 
-describeStoreConformance('MemoryStore', async () => {
+/** A MemoryStore on an injected clock that only `advance` moves. */
+const memoryStore: StoreFactory = async () => {
   let clock = 1_700_000_000_000;
   return {
     store: new MemoryStore({ now: () => clock }),
@@ -11,19 +12,7 @@ describeStoreConformance('MemoryStore', async () => {
     },
     close: async () => {},
   };
-});
+};
 
-describeStoreProperties(
-  'MemoryStore',
-  async () => {
-    let clock = 1_700_000_000_000;
-    return {
-      store: new MemoryStore({ now: () => clock }),
-      advance: async (ms) => {
-        clock += ms;
-      },
-      close: async () => {},
-    };
-  },
-  1_000,
-);
+describeStoreConformance('MemoryStore', memoryStore);
+describeStoreProperties('MemoryStore', memoryStore, 1_000);
