@@ -1,0 +1,178 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { decodeJson, encodeJson } from '../core/json.js';
+import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
+import type { Action, Result } from '../core/types.js';
+import { KeyedGate } from '../syncx/index.js';
+import { SideEffectFailureType } from '../workflows/failures.js';
+import type { EffectRequest, EffectResponse, ProbeAnswer } from '../workflows/protocol.js';
+import type { AnyEffect } from './effect.js';
+import { nonRetryable, toFailure } from './failures.js';
+
+/** What every effect activity shares: the Runner over the store, the lease TTL, the floor of a contended retry. */
+export interface EffectActivityContext {
+  runner: Runner;
+  ttlMs: number;
+  minContendedDelayMs: number;
+}
+
+/**
+ * The activity that guards one effect: builds the action (key `<workflowId>/<step>`),
+ * runs it through the Runner with the lease heartbeated, and maps each outcome to
+ * the Temporal failure a retry policy handles right.
+ */
+export function effectActivity(name: string, effect: AnyEffect, shared: EffectActivityContext) {
+  const inFlight = effect.inFlight && {
+    gate: new KeyedGate(effect.inFlight.limit),
+    key: effect.inFlight.key ?? (() => name),
+    limit: effect.inFlight.limit,
+  };
+  const guarded = guardedActivity(name, effect, shared);
+  if (!inFlight) return guarded;
+  return async (request: EffectRequest<never>): Promise<EffectResponse> => {
+    const gateKey = inFlight.key(request.input);
+    const release = inFlight.gate.tryAcquire(gateKey);
+    if (!release) {
+      throw ApplicationFailure.create({
+        type: SideEffectFailureType.TooManyInFlight,
+        message: `${inFlight.limit} attempt(s) of "${name}" already in flight for "${gateKey}" in this worker`,
+        details: [{ effect: name, key: gateKey, limit: inFlight.limit }],
+      });
+    }
+    try {
+      return await guarded(request);
+    } finally {
+      release();
+    }
+  };
+}
+
+function guardedActivity(
+  name: string,
+  effect: AnyEffect,
+  { runner, ttlMs, minContendedDelayMs }: EffectActivityContext,
+) {
+  return async (request: EffectRequest<never>): Promise<EffectResponse> => {
+    const context = Context.current();
+    const { info } = context;
+    // No heartbeat timeout is legal (a crash is then noticed at startToCloseTimeout); one that
+    // expires between two lease heartbeats would kill every apply longer than it.
+    if (info.heartbeatTimeoutMs && info.heartbeatTimeoutMs < ttlMs / 2) {
+      throw ApplicationFailure.create({
+        type: SideEffectFailureType.Misconfigured,
+        message: `heartbeatTimeout ${info.heartbeatTimeoutMs} ms is below ttlMs/2 (${ttlMs / 2} ms): the lease heartbeat every ttlMs/3 would time out`,
+        nonRetryable: true,
+      });
+    }
+    const workflowId = info.workflowExecution?.workflowId;
+    if (request.key === undefined && workflowId === undefined) {
+      throw nonRetryable(
+        SideEffectFailureType.InvalidAction,
+        'called outside a workflow: the request must carry a key',
+      );
+    }
+    const key = request.key ?? `${workflowId}/${request.step ?? name}`;
+    const { input } = request;
+    let action: Action;
+    try {
+      action = {
+        key,
+        resource: effect.resource(input),
+        payload: encodeJson(input).payload,
+        retrySafety: effect.retrySafety ?? 'unknown',
+      };
+    } catch (error) {
+      throw nonRetryable(SideEffectFailureType.InvalidAction, error);
+    }
+    const execute: ExecuteOptions = {
+      signal: context.cancellationSignal,
+      onRenewed: (lease) => context.heartbeat({ key, fence: lease.fence }),
+    };
+    const apply = async ({ lease, signal }: ApplyContext, prepared: unknown): Promise<Result> => {
+      const result = await effect.apply(input, { key, lease, signal, prepared });
+      try {
+        return encodeJson(result);
+      } catch (error) {
+        throw new InvalidResult(error);
+      }
+    };
+    let execution: Execution;
+    try {
+      execution = effect.prepare
+        ? await runner.executeWith(
+            action,
+            {
+              prepare: ({ signal }) => effect.prepare!(input, { key, signal }),
+              apply: (prepared, applyContext) => apply(applyContext, prepared),
+            },
+            execute,
+          )
+        : await runner.execute(action, (applyContext) => apply(applyContext, undefined), execute);
+    } catch (error) {
+      throw toFailure(error);
+    }
+    switch (execution.outcome) {
+      case 'applied':
+      case 'replayed':
+        return { outcome: execution.outcome, result: decodeJson(execution.result), key };
+      case 'contended':
+        throw ApplicationFailure.create({
+          type: SideEffectFailureType.Contended,
+          message: `resource "${action.resource}" is held by another caller; "${key}" retries in ${execution.retryAfterMs} ms`,
+          details: [{ key, resource: action.resource, retryAfterMs: execution.retryAfterMs }],
+          nextRetryDelay: Math.max(minContendedDelayMs, execution.retryAfterMs),
+          cause: execution.error,
+        });
+      case 'uncertain': {
+        const cause = execution.error.cause;
+        if (cause instanceof InvalidResult) {
+          throw nonRetryable(SideEffectFailureType.InvalidResult, cause.cause, [
+            { key, resource: action.resource, reason: execution.reason },
+          ]);
+        }
+        throw ApplicationFailure.create({
+          type: SideEffectFailureType.OutcomeUncertain,
+          message: execution.error.message,
+          nonRetryable: true,
+          details: [{ key, resource: action.resource, reason: execution.reason }],
+          cause: cause instanceof Error ? cause : undefined,
+        });
+      }
+      case 'failed':
+        if (execution.error instanceof InvalidResult)
+          throw nonRetryable(SideEffectFailureType.InvalidResult, execution.error.cause);
+        throw execution.error;
+    }
+  };
+}
+
+/** `probe:<effect>`: asks the downstream whether a key took effect; null when it cannot tell. */
+export function probeActivity(effect: AnyEffect) {
+  return async (request: {
+    key: string;
+    resource: string;
+    input: never;
+  }): Promise<ProbeAnswer | null> => {
+    const answer = await effect.probe!(request.input, {
+      key: request.key,
+      resource: request.resource,
+    });
+    if (answer === undefined || answer === null) return null;
+    if (!answer.applied) return { applied: false };
+    // The answer becomes the recorded result: refuse what could not be replayed.
+    try {
+      encodeJson(answer.result);
+    } catch (error) {
+      throw nonRetryable(SideEffectFailureType.InvalidResult, error);
+    }
+    return { applied: true, result: answer.result };
+  };
+}
+
+/** apply succeeded but its result cannot be recorded; carried through the Runner to become SideEffectInvalidResult. */
+class InvalidResult extends Error {
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = 'InvalidResult';
+  }
+}

@@ -1,0 +1,52 @@
+import type { Lease, RetrySafety } from '../core/types.js';
+import type { ProbeAnswer } from '../workflows/protocol.js';
+
+/** What an effect's apply gets: the fence for every downstream write, and a signal that fires on lease loss or activity cancellation. */
+export interface EffectContext<P> {
+  /** The idempotency key; pass it downstream too where the downstream deduplicates. */
+  key: string;
+  /** `lease.fence` goes to every FencedSink write. */
+  lease: Lease;
+  /** Aborted (reason LeaseLostError) when the lease is lost, or when Temporal cancels the activity. Stop writing. */
+  signal: AbortSignal;
+  /** What `prepare` returned (undefined without a prepare). */
+  prepared: P;
+}
+
+/**
+ * One side effect the host guards. `input` and the result travel as JSON
+ * through Temporal and the store.
+ */
+export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
+  /** What the lease makes exclusive (one live holder at a time), e.g. `account:42`. */
+  resource(input: I): string;
+  /**
+   * Bounds this effect's attempts in flight within one worker, per key of your
+   * choice (default: one bound for the effect), e.g. `{ limit: 4, key: (i) => i.model }`
+   * for "at most 4 calls per LLM model". A full key fails the attempt at once with
+   * the retryable `SideEffectTooManyInFlight`, before any lease is taken, so
+   * Temporal backs off instead of piling attempts up in the worker.
+   */
+  inFlight?: { limit: number; key?: (input: I) => string };
+  /** Whether a failed apply may simply be retried. Default `unknown`: a failed apply blocks the key until reconciled. */
+  retrySafety?: RetrySafety;
+  /** Slow work that must not touch the outside world; the lease is re-checked after it. The lease is renewed and heartbeated during it too. */
+  prepare?(input: I, context: { key: string; signal: AbortSignal }): Promise<P>;
+  /** The side effect. Returns a JSON-serialisable result, recorded and replayed byte for byte. */
+  apply(input: I, context: EffectContext<P>): Promise<R>;
+  /**
+   * Asks the downstream whether `key` took effect, so an uncertain key is
+   * reconciled without a person. Answer `undefined` when it cannot tell.
+   */
+  probe?(input: I, context: { key: string; resource: string }): Promise<ProbeAnswer<R> | undefined>;
+}
+
+/** Any effect, as the registry holds them. */
+export type AnyEffect = SideEffectDefinition<never, unknown, unknown>;
+
+/** Identity with inference: `defineEffect({ resource: (i: Charge) => ..., apply: async (i, { lease }) => ... })`. */
+export function defineEffect<I, R, P = undefined>(
+  definition: SideEffectDefinition<I, R, P>,
+): SideEffectDefinition<I, R, P> {
+  return definition;
+}

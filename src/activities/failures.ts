@@ -1,0 +1,35 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { InvalidActionError, KeyConflictError, StoreUnavailableError } from '../core/errors.js';
+import { SideEffectFailureType } from '../workflows/failures.js';
+
+export function nonRetryable(
+  type: string,
+  error: unknown,
+  details?: unknown[],
+): ApplicationFailure {
+  return ApplicationFailure.create({
+    type,
+    message: error instanceof Error ? error.message : String(error),
+    nonRetryable: true,
+    ...(details ? { details } : {}),
+    cause: error instanceof Error ? error : undefined,
+  });
+}
+
+/** Typed store errors become failures a retry policy handles right; anything else is rethrown (retryable). */
+export function toFailure(error: unknown): unknown {
+  if (error instanceof InvalidActionError)
+    return nonRetryable(SideEffectFailureType.InvalidAction, error);
+  if (error instanceof KeyConflictError)
+    return nonRetryable(SideEffectFailureType.KeyConflict, error, [
+      { key: error.key, field: error.field },
+    ]);
+  if (error instanceof StoreUnavailableError) {
+    return ApplicationFailure.create({
+      type: SideEffectFailureType.StoreUnavailable,
+      message: error.message,
+      cause: error,
+    });
+  }
+  return error;
+}

@@ -1,0 +1,155 @@
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import { NotUncertainError } from '../core/errors.js';
+import { decodeJson, encodeJson } from '../core/json.js';
+import type { Store } from '../core/store.js';
+import type { KeyRecord } from '../core/types.js';
+import { SideEffectFailureType } from '../workflows/failures.js';
+import {
+  type EnsureReconcileRequest,
+  type EnsureReconcileResponse,
+  type ReconcileInput,
+  type ResolveInput,
+  reconcileWorkflowId,
+  type Subscription,
+  subscribeSignal,
+  type Verdict,
+} from '../workflows/protocol.js';
+import type { ReconcileWorkflow } from '../workflows/reconcile.js';
+import type { AnyEffect } from './effect.js';
+import { nonRetryable, toFailure } from './failures.js';
+
+/** What one sweep did: the store's conclusions, and the uncertain keys that now have a ReconcileWorkflow (started or already running). */
+export interface SweepAndReconcileReport {
+  uncertain: string[];
+  freed: string[];
+  reconciling: string[];
+}
+
+/** The reconcile side, registered beside the effects. */
+export interface ReconcileActivities {
+  /** Starts or joins `reconcile/<key>` and subscribes the calling workflow; answers at once if the store already decided. */
+  ensureReconcile(request: EnsureReconcileRequest): Promise<EnsureReconcileResponse>;
+  /** The store's verdict on the key, or null while it is still uncertain. */
+  inspectKey(key: string): Promise<Verdict | null>;
+  /** Records a verdict; `decided: false` when the store had already decided (first resolution wins), with that verdict. */
+  resolveKey(key: string, resolution: ResolveInput): Promise<Verdict & { decided: boolean }>;
+  /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none. */
+  sweepAndReconcile(): Promise<SweepAndReconcileReport>;
+}
+
+/**
+ * The reconcile side, registered beside the effects: start or join the one
+ * ReconcileWorkflow per key, read and record verdicts in the store (first
+ * resolution wins), and sweep for uncertain keys nobody is reconciling.
+ */
+export function reconcileActivities({
+  store,
+  effects,
+  client,
+  taskQueue,
+  reconcileInput,
+  sweepLimit = 1000,
+}: {
+  store: Store;
+  effects: Record<string, AnyEffect>;
+  client: Client;
+  taskQueue: string;
+  reconcileInput: (details: ReconcileInput) => ReconcileInput;
+  sweepLimit?: number;
+}): ReconcileActivities {
+  const reconcile: ReconcileActivities = {
+    async ensureReconcile(request) {
+      const verdict = verdictOf(await inspect(request.key));
+      if (verdict) return { verdict };
+      const subscriber = Context.current().info.workflowExecution?.workflowId;
+      if (subscriber === undefined)
+        throw nonRetryable(
+          SideEffectFailureType.InvalidAction,
+          'ensureReconcile runs inside a workflow',
+        );
+      const { key, resource, reason, effect, input } = request;
+      const probe = effect !== undefined && effects[effect]?.probe !== undefined;
+      try {
+        await client.workflow.signalWithStart<typeof ReconcileWorkflow, [Subscription]>(
+          'ReconcileWorkflow',
+          {
+            workflowId: reconcileWorkflowId(key),
+            taskQueue,
+            args: [reconcileInput({ key, resource, reason, effect, input, probe })],
+            signal: subscribeSignal,
+            signalArgs: [{ workflowId: subscriber, effect, input, probe }],
+            workflowIdConflictPolicy: 'USE_EXISTING',
+          },
+        );
+      } catch (error) {
+        throw toFailure(error);
+      }
+      return {};
+    },
+
+    async inspectKey(key) {
+      return verdictOf(await inspect(key)) ?? null;
+    },
+
+    async resolveKey(key, resolution) {
+      try {
+        const outcome = await store.resolveUncertain(key, {
+          applied: resolution.applied,
+          reason: resolution.reason,
+          ...(resolution.by === undefined ? {} : { by: resolution.by }),
+          ...(resolution.applied ? { result: encodeJson(resolution.result) } : {}),
+        });
+        return outcome.applied
+          ? {
+              applied: true,
+              result: decodeJson(outcome.result!),
+              decided: outcome.outcome === 'resolved',
+            }
+          : { applied: false, decided: true };
+      } catch (error) {
+        if (!(error instanceof NotUncertainError)) throw toFailure(error);
+        return { ...(verdictOf(await inspect(key)) ?? { applied: false }), decided: false };
+      }
+    },
+
+    async sweepAndReconcile() {
+      const { uncertain, freed } = await store.sweep();
+      const open = await store.list({ state: 'uncertain', limit: sweepLimit });
+      const reconciling: string[] = [];
+      for (const record of open) {
+        await client.workflow.start<typeof ReconcileWorkflow>('ReconcileWorkflow', {
+          workflowId: reconcileWorkflowId(record.key),
+          taskQueue,
+          args: [
+            reconcileInput({
+              key: record.key,
+              resource: record.resource,
+              reason: record.reason ?? 'uncertain',
+            }),
+          ],
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        });
+        reconciling.push(record.key);
+      }
+      return { uncertain, freed, reconciling };
+    },
+  };
+
+  async function inspect(key: string): Promise<KeyRecord | undefined> {
+    try {
+      return await store.inspect(key);
+    } catch (error) {
+      throw toFailure(error);
+    }
+  }
+
+  return reconcile;
+}
+
+/** What the store says about a key: done -> applied with its result; uncertain -> undefined (undecided); anything else -> not applied. */
+function verdictOf(record: KeyRecord | undefined): Verdict | undefined {
+  if (record?.state === 'uncertain') return undefined;
+  if (record?.state === 'done') return { applied: true, result: decodeJson(record.result!) };
+  return { applied: false };
+}
