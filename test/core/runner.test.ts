@@ -323,7 +323,7 @@ describe('lease keep-alive during apply', () => {
     const execution = await runner.execute(a, async ({ signal }) => {
       clock += 31;
       await store.acquire({ key: 'taker', resource: a.resource }, 30_000);
-      await new Promise((resolve, reject) => {
+      await new Promise((_resolve, reject) => {
         signal.addEventListener('abort', () => reject(signal.reason), { once: true });
       });
       return { payload: bytes('never') };
