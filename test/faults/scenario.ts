@@ -230,8 +230,9 @@ export async function runScenario(cluster: Cluster, options: ScenarioOptions): P
         if (cluster.slots.some((slot) => slot.paused) || cluster.running().length < 2) return;
         const event = await cluster.next('APPLY', prefix, 5_000);
         if (!event || cluster.running().length < 2) return;
-        // Longer than the lease and the heartbeat timeout: another worker takes over meanwhile.
-        const paused = cluster.pause(event.slot, 2 * ttlMs + 3_000);
+        // Longer than the lease and the activity's 2 s heartbeat timeout: another worker takes
+        // over meanwhile. Varied, so the resume lands before, during or after the reconcile.
+        const paused = cluster.pause(event.slot, between(ttlMs + 2_000, 2 * ttlMs + 4_000));
         if (event.slot.paused) bump(kind);
         background.push(paused);
         return;
