@@ -44,6 +44,7 @@ let lease: Lease;
 const uncertain = { key: 'bad/uncertain', resource: 'bad-r1' };
 const done = { key: 'bad/done', resource: 'bad-r2' };
 const free = { key: 'bad/free', resource: 'bad-r3' };
+const contested = { key: 'bad/contested', resource: 'bad-r4' };
 
 /** Every row of every store table, in a stable order: what "nothing changed" is judged on. */
 async function snapshot(): Promise<string> {
@@ -79,13 +80,17 @@ beforeAll(async () => {
   const held = await store.acquire(free, TTL);
   if (held.outcome !== 'applied') throw new Error('setup: no grant');
   await store.release(free, held.lease);
-  await h.client.workflow.start('ReconcileWorkflow', {
-    taskQueue: h.taskQueue,
-    workflowId: reconcileWorkflowId(uncertain.key),
-    args: [{ ...uncertain, reason: 'test: the gateway timed out' }],
-  });
-  h.reconcile(uncertain.key);
-  await h.waitForReconcile(uncertain.key, 'waiting');
+  const other = await store.acquire(contested, TTL, { applying: true });
+  if (other.outcome !== 'applied') throw new Error('setup: no grant');
+  await store.markUncertain(contested, other.lease, 'test: the gateway timed out');
+  for (const action of [uncertain, contested]) {
+    await h.client.workflow.start('ReconcileWorkflow', {
+      taskQueue: h.taskQueue,
+      workflowId: reconcileWorkflowId(action.key),
+      args: [{ ...action, reason: 'test: the gateway timed out' }],
+    });
+    await h.waitForReconcile(action.key, 'waiting');
+  }
 });
 
 afterAll(async () => {
@@ -414,5 +419,41 @@ describe('bad input changes nothing', () => {
     });
     expect(late).toBe('WorkflowNotFoundError');
     expect(unchanged).toBe(true);
+  });
+
+  it('two conflicting verdicts sent together: the first is recorded, the second changes nothing', async () => {
+    const reconcile = h.reconcile(contested.key);
+    await reconcile.signal(resolveSignal, {
+      applied: true,
+      result: { receipt: 'first' },
+      reason: 'found it in the bank',
+      by: 'ann',
+    });
+    await reconcile.signal(resolveSignal, { applied: false, reason: 'not in the bank', by: 'bob' });
+    const resolution = (await reconcile.result()) as ReconcileResolution;
+    const record = await store.inspect(contested.key);
+    const status = await reconcile.query(statusQuery);
+    const secondRecorded = status.rejected.some(
+      (r) => (r.input as { by?: string } | null)?.by === 'bob',
+    );
+    table.push({
+      door: 'signal',
+      input: 'conflicting verdict while the first is recorded',
+      expected: 'first stands',
+      got: `first stands: ${resolution.by === 'ann'}; second in status.rejected: ${secondRecorded}`,
+      unchanged: record?.state === 'done',
+    });
+    expect(resolution).toMatchObject({ applied: true, result: { receipt: 'first' }, by: 'ann' });
+    // The loser is told why nothing happened, where an operator looks.
+    expect(secondRecorded).toBe(true);
+    expect(record?.state).toBe('done');
+    expect(JSON.parse(new TextDecoder().decode(record!.result!.payload))).toEqual({
+      receipt: 'first',
+    });
+    expect((await store.events(contested.key)).map((e) => `${e.from}->${e.to}`)).toEqual([
+      'free->applying',
+      'applying->uncertain',
+      'uncertain->done',
+    ]);
   });
 });

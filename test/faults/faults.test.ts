@@ -95,6 +95,8 @@ describe('fault injection: no duplicate side effects', () => {
       faults: ['pause'],
       // Long enough that the pause lands before the write, not after it.
       delayMs: [250, 500],
+      // Well past the heartbeat timeout and the reconcile that follows the takeover.
+      pauseMs: [2 * TTL_MS + 3_000, 2 * TTL_MS + 4_000],
     });
     expect(injected(report, 'pause')).toBeGreaterThan(0);
     expect(report.staleRejected).toBeGreaterThan(0);

@@ -51,6 +51,8 @@ export interface ScenarioOptions {
   probeBlind?: number;
   /** Probability of the `safe` effect. */
   safe?: number;
+  /** How long a paused worker stays stopped (default [ttl + 2 s, 2 ttl + 4 s], past the heartbeat timeout). */
+  pauseMs?: [number, number];
   /** Range of apply's wait before its write (default [0, 400] ms). */
   delayMs?: [number, number];
   drainTimeoutMs?: number;
@@ -85,6 +87,9 @@ export interface Report {
   ledgerRows: number;
   problems: string[];
 }
+
+/** How long a ReconcileWorkflow waits before the operator resolves it by signal. */
+const OPERATOR_PATIENCE_MS = 2_000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const between = (min: number, max: number) => min + Math.floor(Math.random() * (max - min + 1));
@@ -232,7 +237,10 @@ export async function runScenario(cluster: Cluster, options: ScenarioOptions): P
         if (!event || cluster.running().length < 2) return;
         // Longer than the lease and the activity's 2 s heartbeat timeout: another worker takes
         // over meanwhile. Varied, so the resume lands before, during or after the reconcile.
-        const paused = cluster.pause(event.slot, between(ttlMs + 2_000, 2 * ttlMs + 4_000));
+        const paused = cluster.pause(
+          event.slot,
+          between(...(options.pauseMs ?? [ttlMs + 2_000, 2 * ttlMs + 4_000])),
+        );
         if (event.slot.paused) bump(kind);
         background.push(paused);
         return;
@@ -296,7 +304,9 @@ export async function runScenario(cluster: Cluster, options: ScenarioOptions): P
           const status: ReconcileStatus | undefined = await handle
             .query(statusQuery)
             .catch(() => undefined);
+          // Like a person, give the probe a moment before looking at the downstream by hand.
           if (status?.state !== 'waiting') continue;
+          if (Date.now() - Date.parse(status.waitingSince) < OPERATOR_PATIENCE_MS) continue;
           const run = `${key}@${status.waitingSince}`;
           if (signalled.has(run)) continue;
           const rowsOfKey = await readLedger(
