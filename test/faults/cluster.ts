@@ -92,35 +92,52 @@ export class Cluster {
       workflowsPath: WORKFLOWS,
       logger: { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} },
     });
-    await Promise.all([temporal.start(), proxy.listen()]);
-    log(`own Temporal dev server at ${temporal.address}, Postgres proxy on :${proxy.port}`);
-    const db = await freshSchema('faults');
-    db.pool.on('error', () => {});
-    await migrate(db.pool, { schema: db.schema });
-    await db.pool.query(LEDGER_DDL);
-    const bundlePath = path.join(dir, 'workflows.bundle.js');
-    writeFileSync(bundlePath, (await bundled).code);
-    const connection = await Connection.connect({ address: temporal.address });
-    const client = new Client({ connection, namespace: 'default' });
-    const cluster = new Cluster(
-      options,
-      dir,
-      tag,
-      temporal,
-      proxy,
-      db,
-      new PgStore({ pool: db.pool, schema: db.schema }),
-      new PgFencedSink({ pool: db.pool, schema: db.schema }),
-      connection,
-      client,
-      `faults-${tag}`,
-      bundlePath,
-    );
-    for (let i = 0; i < options.workers; i++)
-      cluster.slots.push(new WorkerSlot(i, `fw-${tag}-${i}`));
-    await Promise.all(cluster.slots.map((slot) => cluster.#spawn(slot)));
-    log(`${options.workers} workers ready on task queue ${cluster.taskQueue}, schema ${db.schema}`);
-    return cluster;
+    bundled.catch(() => {}); // awaited below; a failure before then must not go unhandled
+    let db: FreshSchema | undefined;
+    let cluster: Cluster | undefined;
+    try {
+      await Promise.all([temporal.start(), proxy.listen()]);
+      log(`own Temporal dev server at ${temporal.address}, Postgres proxy on :${proxy.port}`);
+      db = await freshSchema('faults');
+      db.pool.on('error', () => {});
+      await migrate(db.pool, { schema: db.schema });
+      await db.pool.query(LEDGER_DDL);
+      const bundlePath = path.join(dir, 'workflows.bundle.js');
+      writeFileSync(bundlePath, (await bundled).code);
+      const connection = await Connection.connect({ address: temporal.address });
+      const client = new Client({ connection, namespace: 'default' });
+      cluster = new Cluster(
+        options,
+        dir,
+        tag,
+        temporal,
+        proxy,
+        db,
+        new PgStore({ pool: db.pool, schema: db.schema }),
+        new PgFencedSink({ pool: db.pool, schema: db.schema }),
+        connection,
+        client,
+        `faults-${tag}`,
+        bundlePath,
+      );
+      const started = cluster;
+      for (let i = 0; i < options.workers; i++)
+        started.slots.push(new WorkerSlot(i, `fw-${tag}-${i}`));
+      await Promise.all(started.slots.map((slot) => started.#spawn(slot)));
+      log(
+        `${options.workers} workers ready on task queue ${started.taskQueue}, schema ${db.schema}`,
+      );
+      return started;
+    } catch (error) {
+      // Leave nothing behind: our dev server in particular would outlive the test process.
+      if (cluster) await cluster.close({ keepFiles: true }).catch(() => {});
+      else {
+        await temporal.stop().catch(() => {});
+        await proxy.close().catch(() => {});
+        await db?.drop().catch(() => {});
+      }
+      throw error;
+    }
   }
 
   /** The application_name prefix of every worker backend (for pg_terminate_backend). */
@@ -173,7 +190,8 @@ export class Cluster {
     return this.slots.filter((slot) => slot.alive && slot.ready && !slot.paused);
   }
 
-  async close(options: { keepSchema?: boolean } = {}): Promise<void> {
+  /** Stops everything; `keepSchema`/`keepFiles` leave the tables and the logs for a post-mortem. */
+  async close(options: { keepSchema?: boolean; keepFiles?: boolean } = {}): Promise<void> {
     this.#closing = true;
     await Promise.all(
       this.slots.map(async (slot) => {
@@ -192,7 +210,8 @@ export class Cluster {
     await this.proxy.close();
     if (options.keepSchema) await this.db.pool.end().catch(() => {});
     else await this.db.drop();
-    rmSync(this.dir, { recursive: true, force: true });
+    if (options.keepFiles) this.options.log?.(`logs kept in ${this.dir}`);
+    else rmSync(this.dir, { recursive: true, force: true });
   }
 
   #spawn(slot: WorkerSlot): Promise<void> {
@@ -216,7 +235,7 @@ export class Cluster {
       stdio: ['ignore', 'pipe', log],
     });
     slot.child = child;
-    const ready = new Promise<void>((resolve) => {
+    const ready = new Promise<void>((resolve, reject) => {
       createInterface({ input: child.stdout! }).on('line', (line) => {
         const space = line.indexOf(' ');
         const kind = space < 0 ? line : line.slice(0, space);
@@ -227,7 +246,16 @@ export class Cluster {
         }
         for (const listener of this.#listeners) listener({ slot, kind, key });
       });
-      child.once('exit', () => resolve());
+      // A worker that cannot start at all is a broken harness, not a fault: fail the first start.
+      child.once('exit', (code, signal) => {
+        if (slot.starts === 1 && !slot.ready)
+          reject(
+            new Error(
+              `worker ${slot.index} exited (${code ?? signal}) before READY; see ${this.dir}`,
+            ),
+          );
+        resolve();
+      });
     });
     child.once('exit', () => {
       slot.ready = false;

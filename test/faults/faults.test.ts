@@ -37,7 +37,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (reports.length > 0) log(`\nfault harness\n${formatTable(reports)}\n`);
-  await cluster?.close();
+  // After a failure the worker and server logs stay for a look (the path is printed).
+  const failed = reports.some((report) => report.problems.length > 0);
+  await cluster?.close({ keepFiles: failed });
 });
 
 const base: Omit<ScenarioOptions, 'name' | 'faults'> = {

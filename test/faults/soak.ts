@@ -54,7 +54,8 @@ const cluster = await Cluster.start({
 let exitCode = 1;
 let closing: Promise<void> | undefined;
 const close = () => {
-  closing ??= cluster.close({ keepSchema: values['keep-schema'] || exitCode !== 0 });
+  const keep = values['keep-schema'] || exitCode !== 0;
+  closing ??= cluster.close({ keepSchema: keep, keepFiles: keep });
   return closing;
 };
 // Ctrl-C: stop the workers and our own Temporal server instead of leaving them behind.
