@@ -89,7 +89,7 @@ export interface Report {
 }
 
 /** How long a ReconcileWorkflow waits before the operator resolves it by signal. */
-const OPERATOR_PATIENCE_MS = 2_000;
+const OPERATOR_PATIENCE_MS = 4_000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const between = (min: number, max: number) => min + Math.floor(Math.random() * (max - min + 1));
