@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
+import type { Store } from '../core/store.js';
 import type { Action, Result } from '../core/types.js';
 import { KeyedGate } from '../syncx/index.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
@@ -147,15 +148,22 @@ function guardedActivity(
 }
 
 /** `probe:<effect>`: asks the downstream whether a key took effect; null when it cannot tell. */
-export function probeActivity(effect: AnyEffect) {
+export function probeActivity(effect: AnyEffect, store: Store) {
   return async (request: {
     key: string;
     resource: string;
     input: never;
   }): Promise<ProbeAnswer | null> => {
+    let fence: number;
+    try {
+      fence = ((await store.inspect(request.key))?.fence ?? 0) + 1;
+    } catch (error) {
+      throw toFailure(error);
+    }
     const answer = await effect.probe!(request.input, {
       key: request.key,
       resource: request.resource,
+      fence,
     });
     if (answer === undefined || answer === null) return null;
     if (!answer.applied) return { applied: false };

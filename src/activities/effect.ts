@@ -1,4 +1,4 @@
-import type { Lease, RetrySafety } from '../core/types.js';
+import type { Fence, Lease, RetrySafety } from '../core/types.js';
 import type { ProbeAnswer } from '../workflows/protocol.js';
 
 /** What an effect's apply gets: the fence for every downstream write, and a signal that fires on lease loss or activity cancellation. */
@@ -11,6 +11,18 @@ export interface EffectContext<P> {
   signal: AbortSignal;
   /** What `prepare` returned (undefined without a prepare). */
   prepared: P;
+}
+
+/**
+ * What a probe gets. `fence` is newer than any fence the uncertain attempt
+ * held: read the downstream through your FencedSink's `readFenced(resource,
+ * fence, read)`, so a holder that is only paused cannot land its write after
+ * you answered "not applied" (a plain read leaves that window open).
+ */
+export interface ProbeContext {
+  key: string;
+  resource: string;
+  fence: Fence;
 }
 
 /**
@@ -38,7 +50,7 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
    * Asks the downstream whether `key` took effect, so an uncertain key is
    * reconciled without a person. Answer `undefined` when it cannot tell.
    */
-  probe?(input: I, context: { key: string; resource: string }): Promise<ProbeAnswer<R> | undefined>;
+  probe?(input: I, context: ProbeContext): Promise<ProbeAnswer<R> | undefined>;
 }
 
 /** Any effect, as the registry holds them. */

@@ -12,6 +12,7 @@ export {
   type AnyEffect,
   defineEffect,
   type EffectContext,
+  type ProbeContext,
   type SideEffectDefinition,
 } from './effect.js';
 export type { ReconcileActivities, SweepAndReconcileReport } from './reconcile-activities.js';
@@ -74,7 +75,7 @@ export function createSideEffectActivities(
     if (RESERVED.has(name) || name.startsWith('probe:'))
       throw new InvalidActionError('effects', `"${name}" is reserved for the reconcile activities`);
     activities[name] = effectActivity(name, effect, { runner, ttlMs, minContendedDelayMs });
-    if (effect.probe) activities[probeActivityName(name)] = probeActivity(effect);
+    if (effect.probe) activities[probeActivityName(name)] = probeActivity(effect, store);
   }
 
   const reconcile = reconcileActivities({

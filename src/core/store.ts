@@ -112,4 +112,13 @@ export interface FencedSink<Tx> {
    * FenceStaleError and nothing is written.
    */
   writeFenced<T>(resource: string, fence: Fence, write: (tx: Tx) => Promise<T>): Promise<T>;
+
+  /**
+   * Raises the mark for `resource` to at least `fence` (never lowers it) and
+   * runs `read` in the same transaction. What a probe reads this way stays
+   * true: a holder that lost its lease may only be paused, and a plain
+   * "not applied" read could be followed by its late write; after this, that
+   * write is refused. Never refuses: a higher mark already fences it out.
+   */
+  readFenced<T>(resource: string, fence: Fence, read: (tx: Tx) => Promise<T>): Promise<T>;
 }

@@ -314,6 +314,20 @@ export class MemoryFencedSink implements FencedSink<MemorySinkWrite> {
     return this.#highest.get(resource) ?? 0;
   }
 
+  async readFenced<T>(
+    resource: string,
+    fence: Fence,
+    read: (tx: MemorySinkWrite) => Promise<T>,
+  ): Promise<T> {
+    const release = await this.#serial.acquire(resource);
+    try {
+      this.#highest.set(resource, Math.max(fence, this.highestFence(resource)));
+      return await read({ resource, fence });
+    } finally {
+      release();
+    }
+  }
+
   async writeFenced<T>(
     resource: string,
     fence: Fence,

@@ -247,6 +247,21 @@ describe('Runner.executeWith', () => {
   });
 });
 
+describe('MemoryFencedSink.readFenced', () => {
+  it('fences out a paused holder before a probe reads, and never lowers the mark', async () => {
+    const sink = new MemoryFencedSink();
+    const ledger: number[] = [];
+    expect(await sink.readFenced('card', 2, async () => [...ledger])).toEqual([]);
+    await expect(sink.writeFenced('card', 1, async () => ledger.push(1))).rejects.toBeInstanceOf(
+      FenceStaleError,
+    );
+    await sink.writeFenced('card', 2, async () => ledger.push(2));
+    await sink.readFenced('card', 1, async () => undefined);
+    expect(sink.highestFence('card')).toBe(2);
+    expect(ledger).toEqual([2]);
+  });
+});
+
 describe('lease keep-alive during apply', () => {
   it('renews every ttl/3 so a long apply is not taken over, and reports each renewal', async () => {
     const store = new MemoryStore();

@@ -69,3 +69,30 @@ describe('PgFencedSink', () => {
     expect(await h.sink.highestFence('s3')).toBe(Math.max(...landed));
   });
 });
+
+describe('PgFencedSink.readFenced (what a probe reads)', () => {
+  it('fences out a paused holder before reading: its late write is refused, the next holder writes', async () => {
+    // Holder 1 got fence 1 and paused before writing; the probe reads with fence 2.
+    const seen = await h.sink.readFenced(
+      's-probe',
+      2,
+      async (tx) =>
+        (await tx.query('select note from ledger where resource = $1', ['s-probe'])).rows,
+    );
+    expect(seen).toEqual([]);
+    await expect(write('s-probe', 1, 'late')).rejects.toBeInstanceOf(FenceStaleError);
+    expect(await write('s-probe', 2, 're-run')).toBe('re-run');
+    expect(await ledger('s-probe')).toEqual([{ fence: 2, note: 're-run' }]);
+  });
+
+  it('never lowers the mark and never refuses a read', async () => {
+    await write('s-high', 7, 'x');
+    const notes = await h.sink.readFenced('s-high', 3, async (tx) =>
+      (await tx.query('select note from ledger where resource = $1', ['s-high'])).rows.map(
+        (r) => r.note,
+      ),
+    );
+    expect(notes).toEqual(['x']);
+    expect(await h.sink.highestFence('s-high')).toBe(7);
+  });
+});

@@ -27,6 +27,7 @@ interface Order {
 const ledger = new Ledger();
 const store = new MemoryStore();
 const applies = new Map<string, number>();
+const probeFences = new Map<string, number>();
 
 async function applyOrder(input: Order, key: string, resource: string, fence: number) {
   const attempt = (applies.get(key) ?? 0) + 1;
@@ -46,12 +47,16 @@ const effects = {
   probedOrder: defineEffect({
     resource: (input: Order) => `account:${input.account}`,
     apply: (input: Order, { key, lease }) => applyOrder(input, key, lease.resource, lease.fence),
-    probe: async (input: Order, { key }) => {
+    // Reads through the sink with the fence it is given, so a paused old holder cannot write after "not applied".
+    probe: async (input: Order, { key, resource, fence }) => {
+      probeFences.set(key, fence);
       if (input.blindProbe) return undefined;
-      const line = ledger.entries.findIndex((entry) => entry.key === key);
-      return line < 0
-        ? { applied: false }
-        : { applied: true, result: { receipt: `r-${line + 1}` } };
+      return ledger.sink.readFenced(resource, fence, async () => {
+        const line = ledger.entries.findIndex((entry) => entry.key === key);
+        return line < 0
+          ? { applied: false as const }
+          : { applied: true as const, result: { receipt: `r-${line + 1}` } };
+      });
     },
   }),
 };
@@ -178,6 +183,10 @@ describe('reconciling an uncertain side effect', () => {
     expect(applies.get(key)).toBe(2);
     expect(ledger.byKey(key)).toHaveLength(1);
     expect(await h.reconcile(key).result()).toMatchObject({ applied: false, decidedBy: 'probe' });
+    // The probe read above the failed attempt's fence 1; the re-run's grant (fence 2) writes at that mark.
+    expect(probeFences.get(key)).toBe(2);
+    expect(ledger.byKey(key)[0]?.fence).toBe(2);
+    expect(ledger.sink.highestFence('account:u4')).toBe(2);
   });
 
   it('malformed resolve signals are recorded and ignored; the Update validator rejects bad input; a valid Update decides', async () => {

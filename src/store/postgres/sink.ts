@@ -23,6 +23,11 @@ const SQL = {
     on conflict (resource) do update set fence = excluded.fence
     where sink.fence <= excluded.fence
     returning fence`,
+  raiseAtLeast: (
+    s: string,
+  ) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
+    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
+    returning fence`,
   highest: (s: string) => `select fence from ${s}.sink_fences where resource = $1`,
 };
 
@@ -61,6 +66,24 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     fence: Fence,
     write: (tx: pg.PoolClient) => Promise<T>,
   ): Promise<T> {
+    return this.#fenced('writeFenced', resource, fence, write);
+  }
+
+  async readFenced<T>(
+    resource: string,
+    fence: Fence,
+    read: (tx: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
+    return this.#fenced('readFenced', resource, fence, read);
+  }
+
+  /** One transaction on one connection: raise the mark (or refuse, for a write), run `work`, commit. */
+  async #fenced<T>(
+    operation: 'writeFenced' | 'readFenced',
+    resource: string,
+    fence: Fence,
+    work: (tx: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
     checkText('resource', resource, this.#maxResourceBytes);
     if (!Number.isSafeInteger(fence) || fence < 1) {
       throw new InvalidActionError('fence', `must be a fence issued by the store, got ${fence}`);
@@ -69,7 +92,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     try {
       client = await this.#pool.connect();
     } catch (error) {
-      throw new StoreUnavailableError('writeFenced', error);
+      throw new StoreUnavailableError(operation, error);
     }
     // A connection that dies between two queries is reported on the client, not on a query;
     // unheard, that event would crash the process.
@@ -79,32 +102,33 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     };
     client.on('error', onError);
     try {
-      await unavailable('writeFenced', () => client.query('begin'));
-      const raised = await unavailable('writeFenced', () =>
-        client.query({ ...this.#sql.raise, values: [resource, fence] }),
+      await unavailable(operation, () => client.query('begin'));
+      const raise = operation === 'writeFenced' ? this.#sql.raise : this.#sql.raiseAtLeast;
+      const raised = await unavailable(operation, () =>
+        client.query({ ...raise, values: [resource, fence] }),
       );
       if (raised.rowCount === 0) {
-        await unavailable('writeFenced', () => client.query('rollback'));
+        await unavailable(operation, () => client.query('rollback'));
         throw new FenceStaleError(resource, fence);
       }
       let value: T;
       try {
-        value = await write(client);
+        value = await work(client);
       } catch (error) {
         try {
           await client.query('rollback');
         } catch {
-          throw new StoreUnavailableError('writeFenced', error);
+          throw new StoreUnavailableError(operation, error);
         }
         throw error;
       }
-      const committed = await unavailable('writeFenced', () => client.query('commit'));
+      const committed = await unavailable(operation, () => client.query('commit'));
       // COMMIT of a transaction in which a statement failed answers ROLLBACK, not an error.
       if (committed.command !== 'COMMIT') {
         throw new StoreUnavailableError(
-          'writeFenced',
+          operation,
           new Error(
-            'commit rolled back: a statement inside write() failed and its error was caught',
+            'commit rolled back: a statement inside the callback failed and its error was caught',
           ),
         );
       }
