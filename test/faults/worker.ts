@@ -50,6 +50,8 @@ const worker = await createWorker({
   minContendedDelayMs: 100,
   workerOptions: {
     identity: `${env.APP_NAME}@${process.pid}`,
+    // A killed worker's sticky workflow tasks go back to the shared queue after 2 s, not 10.
+    stickyQueueScheduleToStartTimeout: '2 seconds',
     interceptors: {
       activity: [
         () => ({
