@@ -86,7 +86,7 @@ export class Runner {
   }
 
   /** Records a verdict on an uncertain key; first resolution wins. */
-  reconcile(action: Action, resolution: Resolution): Promise<ResolveOutcome> {
+  async reconcile(action: Action, resolution: Resolution): Promise<ResolveOutcome> {
     const store = this.#requireStore();
     const { key } = checkAction(action);
     return store.resolveUncertain(key, checkResolution(resolution));

@@ -243,7 +243,7 @@ describe('bad input changes nothing', () => {
     ];
     for (const [input, expected, call] of cases) {
       const before = await snapshot();
-      // A Promise-returning call should reject, not throw before returning: note it if it does.
+      // A Promise-returning call must reject, not throw before returning.
       let synchronous = false;
       let promise: Promise<unknown>;
       try {
@@ -265,6 +265,7 @@ describe('bad input changes nothing', () => {
         unchanged,
       });
       expect.soft(got, input).toMatch(new RegExp(`Error ${expected}$`));
+      expect.soft(synchronous, `${input}: rejected, not thrown`).toBe(false);
       expect.soft(unchanged, `${input}: store unchanged`).toBe(true);
     }
 

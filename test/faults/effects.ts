@@ -63,14 +63,13 @@ export interface LedgerRow {
 }
 
 /**
- * Reads the key's ledger row *after fencing off its earlier holders*: the sink's mark for the
- * resource is raised to (the key's last fence + 1) in the same transaction, which waits for a
- * write in flight to commit and refuses any later write with that fence or an older one.
- *
- * HARNESS WORKAROUND (see the report): a plain read is not a sound probe while the holder that lost
- * its lease may still be alive (paused): "not applied" read before its late write lands, then the
- * re-run's write, is a duplicate the fence cannot stop when no newer fence reached the sink yet.
- * `fenced: false` reads plainly (what the library's docs suggest a probe does).
+ * Reads the key's ledger rows *after fencing off its earlier holders* with the sink's
+ * `readFenced`: the mark for the resource is raised to (the key's last fence + 1, the fence a
+ * probe is given) in the same transaction, which waits for a write in flight to commit and
+ * refuses any later write with that fence or an older one. A plain read is not a sound probe
+ * while the holder that lost its lease may be paused: "not applied" read before its late write
+ * lands, then the re-run's write, is a duplicate. `fenced: false` reads plainly, to show that
+ * (probe-race.ts).
  */
 export async function readLedger(
   pool: pg.Pool,
@@ -79,6 +78,7 @@ export async function readLedger(
   key: string,
   resource: string,
   fenced: boolean,
+  fence?: number,
 ): Promise<LedgerRow[]> {
   const select = async (client: pg.Pool | pg.PoolClient) =>
     (
@@ -89,15 +89,8 @@ export async function readLedger(
       )
     ).rows;
   if (!fenced) return select(pool);
-  const record = await store.inspect(key);
-  if (!record || record.fence === 0) return select(pool);
-  try {
-    return await sink.writeFenced(resource, record.fence + 1, (tx) => select(tx));
-  } catch (error) {
-    // The sink already saw a newer fence: every write of this key's holders is refused already.
-    if (error instanceof FenceStaleError) return select(pool);
-    throw error;
-  }
+  const above = fence ?? ((await store.inspect(key))?.fence ?? 0) + 1;
+  return sink.readFenced(resource, above, (tx) => select(tx));
 }
 
 /** The answer a probe (or an operator) gives from the ledger rows of one key. */
@@ -159,9 +152,11 @@ export function faultEffects(options: {
         }
         return row;
       },
-      async probe(input, { key, resource }) {
+      async probe(input, { key, resource, fence }) {
         if (!input.probe) return undefined;
-        return verdictFromLedger(await readLedger(pool, sink, store, key, resource, fencedProbe));
+        return verdictFromLedger(
+          await readLedger(pool, sink, store, key, resource, fencedProbe, fence),
+        );
       },
     });
   return { post: post(false), postSafe: post(true) };
