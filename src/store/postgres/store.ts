@@ -57,7 +57,9 @@ const keyColumns = (s: string) =>
 const SQL = {
   // A done key with this binding is answered by the first branch alone (a replay is one index
   // read, no function call); anything else goes to acquire(), which decides under its locks.
-  acquire: (s: string) => `select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
+  acquire: (
+    s: string,
+  ) => `select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
       null::bigint as o_retry_after_ms, result as o_result, null::text as o_reason
     from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done'
     union all
