@@ -25,6 +25,7 @@ const OPTIONS: Record<string, string[]> = {
   resolve: ['applied', 'not-applied', 'reason', 'result', 'by'],
   purge: ['older-than'],
 };
+const VALUED = new Set(['--state', '--limit', '--reason', '--result', '--by', '--older-than']);
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 export function parseCommand(argv: string[], user = 'cli'): Command {
@@ -102,7 +103,10 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
 function parse(args: string[], help: string) {
   try {
     return parseArgs({
-      args,
+      // `--limit -1` must reach our own check ("must be a positive integer"), not read as an option.
+      args: args.map((arg, i) =>
+        /^-\d/.test(arg) && VALUED.has(args[i - 1] ?? '') ? ` ${arg}` : arg,
+      ),
       allowPositionals: true,
       strict: true,
       options: {

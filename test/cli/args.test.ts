@@ -58,6 +58,8 @@ describe('sideeffect command line', () => {
     [['list', '--state', 'weird'], /--state must be one of/],
     [['list', '--limit', '0'], /--limit must be a positive integer/],
     [['list', '--limit', 'ten'], /--limit must be a positive integer/],
+    [['list', '--limit', '-1'], /--limit must be a positive integer/],
+    [['purge', '--older-than', '-3d'], /--older-than must look like/],
     [['list', 'extra'], /unexpected argument "extra"/],
     [['show'], /expected exactly one key/],
     [['show', 'a', 'b'], /expected exactly one key/],
