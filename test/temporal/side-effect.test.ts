@@ -12,7 +12,7 @@ import {
   type SideEffectOutcome,
 } from '../../src/workflows/index.js';
 import { TEMPORAL_ADDRESS, uniqueTaskQueue } from '../support/temporal.js';
-import { deferred, type Harness, Ledger, startHarness, waitFor } from './harness.js';
+import { deferred, type Harness, Ledger, startHarness, temporalCli, waitFor } from './harness.js';
 
 interface Payment {
   account: string;
@@ -77,6 +77,35 @@ describe('sideEffect on the dev server', () => {
     expect(ledger.byKey(key)).toHaveLength(1);
     expect(applies.get(key)).toBe(1);
     expect((await store.inspect(key))?.state).toBe('done');
+  });
+
+  it('a workflow reset re-runs the code on the same workflow id: the key replays, no second write', async () => {
+    const handle = await h.start('guarded', [
+      'ledgerWrite',
+      { account: 'reset', amount: 3 },
+      activity,
+    ]);
+    const first = (await handle.result()) as SideEffectOutcome<{ receipt: string }>;
+    expect(first.outcome).toBe('applied');
+    await temporalCli([
+      'workflow',
+      'reset',
+      '--workflow-id',
+      handle.workflowId,
+      '--type',
+      'FirstWorkflowTask',
+      '--reason',
+      'test: reset after the charge',
+    ]);
+    // The reset run is the workflow's new current run; its result replays the first.
+    const rerun = (await h.client.workflow
+      .getHandle(handle.workflowId)
+      .result()) as SideEffectOutcome<{
+      receipt: string;
+    }>;
+    expect(rerun).toEqual({ ...first, outcome: 'replayed' });
+    expect(ledger.byKey(first.key)).toHaveLength(1);
+    expect(applies.get(first.key)).toBe(1);
   });
 
   it('types calls through proxySideEffects; the default step is the effect name', async () => {
