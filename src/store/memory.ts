@@ -12,7 +12,6 @@ import type {
   Resolution,
   ResolveOutcome,
   Result,
-  RetrySafety,
   SweepReport,
 } from '../core/types.js';
 import {
@@ -28,16 +27,9 @@ import {
 import { KeyedGate } from '../syncx/index.js';
 import { payloadDigest } from './digest.js';
 
-interface KeyRow {
-  key: Key;
-  resource: string;
+/** A key as the store keeps it: its public record plus the payload digest it is bound to. */
+interface KeyRow extends KeyRecord {
   digest: Buffer;
-  state: KeyState;
-  fence: Fence;
-  retrySafety: RetrySafety;
-  result?: Result;
-  reason?: string;
-  updatedAt: number;
 }
 
 interface ResourceRow {
@@ -280,18 +272,12 @@ function copy(result: Result): Result {
   return { payload: new Uint8Array(result.payload) };
 }
 
-function toRecord(row: KeyRow): KeyRecord {
-  const record: KeyRecord = {
-    key: row.key,
-    resource: row.resource,
-    state: row.state,
-    fence: row.fence,
-    retrySafety: row.retrySafety,
-    updatedAt: row.updatedAt,
+function toRecord({ digest: _, result, reason, ...record }: KeyRow): KeyRecord {
+  return {
+    ...record,
+    ...(result ? { result: copy(result) } : {}),
+    ...(reason === undefined ? {} : { reason }),
   };
-  if (row.result) record.result = copy(row.result);
-  if (row.reason !== undefined) record.reason = row.reason;
-  return record;
 }
 
 /** What a MemoryFencedSink write sees: which resource and fence it is writing under. */
