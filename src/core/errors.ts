@@ -12,7 +12,8 @@ export type SideEffectErrorCode =
   | 'UNKNOWN_OUTCOME'
   | 'KEY_CONFLICT'
   | 'CONTENDED'
-  | 'STORE_UNAVAILABLE';
+  | 'STORE_UNAVAILABLE'
+  | 'MIGRATION_CONFLICT';
 
 /** Base of every error this library throws on purpose. */
 export abstract class SideEffectError extends Error {
@@ -161,4 +162,13 @@ export class StoreUnavailableError extends SideEffectError {
       cause,
     });
   }
+}
+
+/**
+ * The schema was migrated by a newer version of this library, or an applied
+ * migration file was edited since. Refused, because running functions this
+ * code does not know is how a state machine silently changes under a worker.
+ */
+export class MigrationConflictError extends SideEffectError {
+  readonly code = 'MIGRATION_CONFLICT';
 }

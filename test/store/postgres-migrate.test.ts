@@ -31,13 +31,17 @@ describe('migrate', () => {
     await migrate(db.pool, { schema: db.schema });
     const { rows } = await db.pool.query('select sha256 from migrations where version = 1');
     await db.pool.query(`update migrations set sha256 = 'edited' where version = 1`);
-    await expect(migrate(db.pool, { schema: db.schema })).rejects.toThrow(/was changed/);
+    await expect(migrate(db.pool, { schema: db.schema })).rejects.toMatchObject({
+      code: 'MIGRATION_CONFLICT',
+      message: expect.stringMatching(/was changed/),
+    });
     await db.pool.query('update migrations set sha256 = $1 where version = 1', [rows[0].sha256]);
     await db.pool.query(
       `insert into migrations (version, name, sha256) values (9999, '9999_future.sql', 'x')`,
     );
-    await expect(migrate(db.pool, { schema: db.schema })).rejects.toThrow(
-      /unknown to this version/,
-    );
+    await expect(migrate(db.pool, { schema: db.schema })).rejects.toMatchObject({
+      code: 'MIGRATION_CONFLICT',
+      message: expect.stringMatching(/unknown to this version/),
+    });
   });
 });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import type pg from 'pg';
+import { MigrationConflictError } from '../../core/errors.js';
 import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
 
 /** The versioned `.sql` files, read beside this module so they are found from src and from dist. */
@@ -65,12 +66,14 @@ export async function migrate(pool: pg.Pool, options: { schema?: string } = {}):
     for (const row of rows) {
       const file = known.get(row.version);
       if (!file) {
-        throw new Error(
+        throw new MigrationConflictError(
           `schema ${schema} has migration ${row.name}, unknown to this version of sideeffect: upgrade it`,
         );
       }
       if (file.sha256 !== row.sha256) {
-        throw new Error(`migration ${row.name} was changed after it was applied to ${schema}`);
+        throw new MigrationConflictError(
+          `migration ${row.name} was changed after it was applied to ${schema}`,
+        );
       }
     }
     const applied = new Set(rows.map((row) => row.version));
