@@ -38,7 +38,7 @@ export interface SideEffectActivitiesOptions {
   searchAttributes?: boolean;
   /** Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered. Default 100 ms. */
   minContendedDelayMs?: number;
-  /** At most this many uncertain keys get a ReconcileWorkflow per sweep. Default 1000. */
+  /** At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a backlog is worked through. Default 1000. */
   sweepLimit?: number;
 }
 

@@ -115,7 +115,7 @@ export function reconcileActivities({
 
     async sweepAndReconcile() {
       const { uncertain, freed } = await store.sweep();
-      const open = await store.list({ state: 'uncertain', limit: sweepLimit });
+      const open = await store.list({ state: 'uncertain', limit: sweepLimit, oldest: true });
       const reconciling: string[] = [];
       for (const record of open) {
         await client.workflow.start<typeof ReconcileWorkflow>('ReconcileWorkflow', {

@@ -13,6 +13,13 @@ import type {
   SweepReport,
 } from './types.js';
 
+/** Which keys `Store.list` returns, and in what order. */
+export interface ListFilter {
+  state?: KeyState;
+  limit?: number;
+  oldest?: boolean;
+}
+
 /**
  * The storage boundary of the gate. Every method is ONE atomic operation in
  * the store and judges lease expiry by the store's own clock: a
@@ -85,8 +92,11 @@ export interface Store {
   /** The key's current record, or undefined if the store never saw it. */
   inspect(key: Key): Promise<KeyRecord | undefined>;
 
-  /** Keys, newest change first, optionally in one state. */
-  list(filter?: { state?: KeyState; limit?: number }): Promise<KeyRecord[]>;
+  /**
+   * Keys, newest change first (`oldest: true` for oldest first, so a sweeper
+   * working through a backlog in pages reaches every key), optionally in one state.
+   */
+  list(filter?: ListFilter): Promise<KeyRecord[]>;
 
   /** The key's transitions, oldest first. */
   events(key: Key): Promise<KeyEvent[]>;

@@ -1,5 +1,5 @@
 import { FenceStaleError, KeyConflictError, NotUncertainError } from '../core/errors.js';
-import type { FencedSink, Store } from '../core/store.js';
+import type { FencedSink, ListFilter, Store } from '../core/store.js';
 import type {
   Acquisition,
   Action,
@@ -189,10 +189,11 @@ export class MemoryStore implements Store {
     return row && toRecord(row);
   }
 
-  async list(filter: { state?: KeyState; limit?: number } = {}): Promise<KeyRecord[]> {
+  async list(filter: ListFilter = {}): Promise<KeyRecord[]> {
+    const direction = filter.oldest ? 1 : -1;
     return [...this.#keys.values()]
       .filter((row) => filter.state === undefined || row.state === filter.state)
-      .sort((a, b) => b.updatedAt - a.updatedAt)
+      .sort((a, b) => direction * (a.updatedAt - b.updatedAt))
       .slice(0, filter.limit ?? Number.POSITIVE_INFINITY)
       .map(toRecord);
   }

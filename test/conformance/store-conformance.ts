@@ -428,6 +428,24 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         ).toBe(true);
       });
 
+      it('lists newest change first, or oldest first for a sweeper working through a backlog', async () => {
+        const older = action();
+        const newer = action();
+        await store.markUncertain(older, await grant(older), 'lost');
+        await h.advance(1_000);
+        await store.markUncertain(newer, await grant(newer), 'lost');
+        const keys = (records: Array<{ key: string }>) =>
+          records.map((r) => r.key).filter((k) => k === older.key || k === newer.key);
+        expect(keys(await store.list({ state: 'uncertain', limit: 1000 }))).toEqual([
+          newer.key,
+          older.key,
+        ]);
+        expect(keys(await store.list({ state: 'uncertain', limit: 1000, oldest: true }))).toEqual([
+          older.key,
+          newer.key,
+        ]);
+      });
+
       it('lists keys by state', async () => {
         const a = action();
         const b = action();

@@ -7,7 +7,7 @@ import {
   StoreUnavailableError,
   UnknownOutcomeError,
 } from '../../core/errors.js';
-import type { Store } from '../../core/store.js';
+import type { ListFilter, Store } from '../../core/store.js';
 import type {
   Acquisition,
   Action,
@@ -75,6 +75,10 @@ const SQL = {
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
   list: (s: string) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at desc limit $2`,
+  listOldest: (
+    s: string,
+  ) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
+    order by updated_at asc limit $2`,
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
     ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
 };
@@ -256,12 +260,13 @@ export class PgStore implements Store {
     return rows[0] && toRecord(rows[0]);
   }
 
-  async list(filter: { state?: KeyState; limit?: number } = {}): Promise<KeyRecord[]> {
+  async list(filter: ListFilter = {}): Promise<KeyRecord[]> {
     const limit = filter.limit;
     if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 0)) {
       throw new InvalidActionError('limit', `must be a non-negative integer, got ${String(limit)}`);
     }
-    const rows = await this.#rows<KeyRow>('list', [filter.state ?? null, limit ?? null]);
+    const statement = filter.oldest ? 'listOldest' : 'list';
+    const rows = await this.#rows<KeyRow>(statement, [filter.state ?? null, limit ?? null]);
     return rows.map(toRecord);
   }
 
