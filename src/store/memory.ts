@@ -301,27 +301,23 @@ export class MemoryFencedSink implements FencedSink<MemorySinkWrite> {
     return this.#highest.get(resource) ?? 0;
   }
 
-  async readFenced<T>(
+  readFenced<T>(
     resource: string,
     fence: Fence,
     read: (tx: MemorySinkWrite) => Promise<T>,
   ): Promise<T> {
-    const release = await this.#serial.acquire(resource);
-    try {
+    return this.#serial.run(resource, () => {
       this.#highest.set(resource, Math.max(fence, this.highestFence(resource)));
-      return await read({ resource, fence });
-    } finally {
-      release();
-    }
+      return read({ resource, fence });
+    });
   }
 
-  async writeFenced<T>(
+  writeFenced<T>(
     resource: string,
     fence: Fence,
     write: (tx: MemorySinkWrite) => Promise<T>,
   ): Promise<T> {
-    const release = await this.#serial.acquire(resource);
-    try {
+    return this.#serial.run(resource, async () => {
       const previous = this.highestFence(resource);
       if (fence < previous) throw new FenceStaleError(resource, fence);
       this.#highest.set(resource, fence);
@@ -331,8 +327,6 @@ export class MemoryFencedSink implements FencedSink<MemorySinkWrite> {
         this.#highest.set(resource, previous);
         throw error;
       }
-    } finally {
-      release();
-    }
+    });
   }
 }

@@ -1,6 +1,3 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeJson, Runner } from '../../src/core/index.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
@@ -10,18 +7,9 @@ import {
   resolveSignal,
   statusQuery,
 } from '../../src/workflows/index.js';
+import { type CliRun, runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
-import { REPO_ROOT } from '../support/temporal.js';
 import { type Harness, startHarness } from '../temporal/harness.js';
-
-const exec = promisify(execFile);
-const BIN = path.join(REPO_ROOT, 'bin/sideeffect.js');
-
-interface Ran {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 let db: FreshSchema;
 let store: PgStore;
@@ -29,18 +17,9 @@ let runner: Runner;
 let harness: Harness;
 let n = 0;
 
-/** Runs the real `sideeffect` command in a child process, as an operator would. */
-async function cli(args: string[], env: Record<string, string> = {}): Promise<Ran> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, [BIN, ...args], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, DATABASE_URL: databaseUrl(), SIDEEFFECT_SCHEMA: db.schema, ...env },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
+/** The CLI against this file's schema. */
+function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  return runCli(args, { DATABASE_URL: databaseUrl(), SIDEEFFECT_SCHEMA: db.schema, ...env });
 }
 
 async function uncertainKey(): Promise<{ key: string; resource: string }> {

@@ -5,9 +5,6 @@
  * in the `status` query while the workflow keeps waiting (signal); and the store's tables must be
  * byte-for-byte the same before and after. The table of what was tried is printed.
  */
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeJson, type Lease, Runner, SideEffectError } from '../../src/core/index.js';
@@ -18,12 +15,11 @@ import {
   resolveSignal,
   statusQuery,
 } from '../../src/workflows/index.js';
+import { runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
-import { REPO_ROOT, TEMPORAL_ADDRESS } from '../support/temporal.js';
+import { TEMPORAL_ADDRESS } from '../support/temporal.js';
 import { type Harness, startHarness, waitFor } from '../temporal/harness.js';
 
-const exec = promisify(execFile);
-const BIN = path.join(REPO_ROOT, 'bin/sideeffect.js');
 const TTL = 30_000;
 const SQL_KEY = `x'); drop table keys; --`;
 const LONG_KEY = 'k'.repeat(513);
@@ -288,25 +284,8 @@ describe('bad input changes nothing', () => {
   });
 
   it('the CLI: exit 2 for usage errors, 1 for refusals, tables unchanged', async () => {
-    const cli = async (
-      args: string[],
-    ): Promise<{ code: number; stdout: string; stderr: string }> => {
-      try {
-        const { stdout, stderr } = await exec(process.execPath, [BIN, ...args], {
-          cwd: REPO_ROOT,
-          env: {
-            ...process.env,
-            DATABASE_URL: databaseUrl(),
-            SIDEEFFECT_SCHEMA: db.schema,
-            TEMPORAL_ADDRESS,
-          },
-        });
-        return { code: 0, stdout, stderr };
-      } catch (error) {
-        const failed = error as { code: number; stdout: string; stderr: string };
-        return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-      }
-    };
+    const cli = (args: string[]) =>
+      runCli(args, { DATABASE_URL: databaseUrl(), SIDEEFFECT_SCHEMA: db.schema, TEMPORAL_ADDRESS });
     const cases: Array<[number, string[]]> = [
       [2, ['frobnicate']],
       [2, ['resolve']],
