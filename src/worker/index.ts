@@ -3,7 +3,6 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import {
   NativeConnection,
-  Runtime,
   Worker,
   type WorkerOptions,
   type WorkflowBundleOption,
@@ -13,6 +12,7 @@ import {
   type SideEffectActivities,
   type SideEffectActivitiesOptions,
 } from '../activities/index.js';
+import { Sweeper } from './sweeper.js';
 
 /** The library's own workflows module (ReconcileWorkflow), as source under tsx or compiled in dist. */
 export const defaultWorkflowsPath: string = (() => {
@@ -129,34 +129,6 @@ export async function createWorker(options: CreateWorkerOptions): Promise<SideEf
   } catch (error) {
     await closeAll(opened);
     throw error;
-  }
-}
-
-/** Runs sweepAndReconcile on a timer, one at a time; a failed sweep is logged and retried at the next tick. */
-class Sweeper {
-  readonly #timer: ReturnType<typeof setInterval>;
-  #running: Promise<void> | undefined;
-
-  constructor(activities: SideEffectActivities, everyMs: number) {
-    this.#timer = setInterval(() => {
-      this.#running ??= activities
-        .sweepAndReconcile()
-        .then(
-          () => {},
-          (error: unknown) =>
-            Runtime.instance().logger.warn('sideeffect sweep failed', {
-              error: error instanceof Error ? error.message : String(error),
-            }),
-        )
-        .finally(() => {
-          this.#running = undefined;
-        });
-    }, everyMs);
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#running;
   }
 }
 
