@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
@@ -5,7 +6,7 @@ import { NotUncertainError, SideEffectError } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
-import { migrate, PgStore } from '../store/postgres/index.js';
+import { migrate, migrationScript, PgStore } from '../store/postgres/index.js';
 import { type Command, parseCommand } from './args.js';
 import { printKey, printList } from './format.js';
 import { resolveKey } from './resolve.js';
@@ -49,6 +50,14 @@ export async function main(
     io.out(HELP[command.topic]!);
     return EXIT.ok;
   }
+  if (command.name === 'version') {
+    io.out(packageVersion());
+    return EXIT.ok;
+  }
+  if (command.name === 'migrate' && command.printSql) {
+    io.out(migrationScript({ schema: env.schema }));
+    return EXIT.ok;
+  }
   const pool = new pg.Pool({
     connectionString: env.databaseUrl,
     max: 2,
@@ -81,7 +90,10 @@ interface Context {
   io: { out: (line: string) => void; err: (line: string) => void };
 }
 
-async function run(command: Exclude<Command, { name: 'help' }>, ctx: Context): Promise<number> {
+async function run(
+  command: Exclude<Command, { name: 'help' | 'version' }>,
+  ctx: Context,
+): Promise<number> {
   const { store, print } = ctx;
   switch (command.name) {
     case 'migrate': {
@@ -165,4 +177,10 @@ function safeUser(): string {
   } catch {
     return 'cli';
   }
+}
+
+/** The installed package's version: package.json sits two levels up from src/cli and dist/cli alike. */
+function packageVersion(): string {
+  const manifest = new URL('../../package.json', import.meta.url);
+  return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
 }
