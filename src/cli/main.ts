@@ -4,6 +4,7 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { NotUncertainError, SideEffectError } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
+import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
 import { migrate, migrationScript, PgStore } from '../store/postgres/index.js';
@@ -29,15 +30,19 @@ export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironmen
   };
 }
 
-/** Runs one command line and returns the exit code; all output goes through `out`/`err`. */
+/**
+ * Runs one command line and returns the exit code; all output goes through `out`/`err`. Every
+ * error line is masked (a pg or Temporal error may echo the connection string it was given).
+ */
 export async function main(
   argv: string[],
-  io: { out: (line: string) => void; err: (line: string) => void } = {
+  output: { out: (line: string) => void; err: (line: string) => void } = {
     out: (line) => process.stdout.write(`${line}\n`),
     err: (line) => process.stderr.write(`${line}\n`),
   },
   env: CliEnvironment = environment(),
 ): Promise<number> {
+  const io = { out: output.out, err: (line: string) => output.err(maskConnectionString(line)) };
   let command: Command;
   try {
     command = parseCommand(argv, safeUser());
@@ -73,7 +78,11 @@ export async function main(
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
     io.err(`sideeffect: ${error instanceof Error ? error.message : String(error)}`);
     if (command.json)
-      io.out(JSON.stringify({ error: { code, message: String((error as Error).message) } }));
+      io.out(
+        JSON.stringify({
+          error: { code, message: maskConnectionString(String((error as Error).message)) },
+        }),
+      );
     return error instanceof SideEffectError && code !== 'STORE_UNAVAILABLE'
       ? EXIT.refused
       : EXIT.unavailable;

@@ -12,6 +12,7 @@ import {
   type SideEffectActivities,
   type SideEffectActivitiesOptions,
 } from '../activities/index.js';
+import { maskError } from '../core/mask.js';
 import { Sweeper } from './sweeper.js';
 
 /** The library's own workflows module (ReconcileWorkflow), as source under tsx or compiled in dist. */
@@ -128,7 +129,8 @@ export async function createWorker(options: CreateWorkerOptions): Promise<SideEf
     };
   } catch (error) {
     await closeAll(opened);
-    throw error;
+    // The SDK echoes the address it was given, credentials included: keep them out of logs.
+    throw maskError(error);
   }
 }
 
