@@ -25,7 +25,10 @@ export const defaultWorkflowsPath: string = (() => {
 
 /** `createWorker`'s options: the activities' options plus how to reach Temporal and which workflows to bundle. */
 export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, 'client'> {
-  /** A connected NativeConnection for the worker; otherwise one to `address` is opened (and closed when `run()` ends). */
+  /**
+   * A connected NativeConnection for the worker.
+   * @default one to `address`, opened here and closed when `run()` ends
+   */
   connection?: NativeConnection;
   /**
    * Where Temporal's frontend is when no connection/client is given.
@@ -37,7 +40,10 @@ export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, '
    * @default 'default'
    */
   namespace?: string;
-  /** Starts ReconcileWorkflows; otherwise one on its own Connection to `address` (closed when `run()` ends). */
+  /**
+   * Starts ReconcileWorkflows.
+   * @default one on its own Connection to `address`, closed when `run()` ends
+   */
   client?: Client;
   /**
    * Your workflows module. It must re-export the library's workflows, because a
@@ -46,9 +52,15 @@ export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, '
    * @default the library's own module (ReconcileWorkflow only)
    */
   workflowsPath?: string;
-  /** A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule. */
+  /**
+   * A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule.
+   * @default none: `workflowsPath` is bundled at start
+   */
   workflowBundle?: WorkflowBundleOption;
-  /** Your own activities, registered beside the side-effect activities. */
+  /**
+   * Your own activities, registered beside the side-effect activities.
+   * @default none
+   */
   activities?: object;
   /**
    * Every this many ms: `store.sweep()` and a ReconcileWorkflow for every
@@ -57,7 +69,10 @@ export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, '
    * @default 60_000
    */
   sweepEveryMs?: number;
-  /** Any other Worker option (concurrency, interceptors, identity...). */
+  /**
+   * Any other Worker option (concurrency, interceptors, identity...).
+   * @default the SDK's defaults
+   */
   workerOptions?: Omit<
     WorkerOptions,
     'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowsPath' | 'workflowBundle'
