@@ -43,7 +43,9 @@ export function apiReport(root: string): string {
     const declaration = symbol.declarations?.[0];
     if (!declaration) return [`${name}: (no declaration)`];
     const lines: string[] = [];
-    const deprecated = ts.getJSDocTags(declaration).some((tag) => tag.tagName.text === 'deprecated');
+    const deprecated = ts
+      .getJSDocTags(declaration)
+      .some((tag) => tag.tagName.text === 'deprecated');
     const mark = deprecated ? ' (deprecated)' : '';
     if (symbol.flags & ts.SymbolFlags.Class) {
       const type = checker.getTypeOfSymbolAtLocation(symbol, declaration);
@@ -54,7 +56,7 @@ export function apiReport(root: string): string {
       for (const member of checker.getPropertiesOfType(instance)) {
         if (member.name.startsWith('#') || member.name.startsWith('__')) continue;
         const at = member.declarations?.[0];
-        if (!at || !at.getSourceFile().fileName.startsWith(src)) continue;
+        if (!at?.getSourceFile().fileName.startsWith(src)) continue;
         if (ts.getCombinedModifierFlags(at as ts.Declaration) & ts.ModifierFlags.Private) continue;
         lines.push(`  ${member.name}: ${text(checker.getTypeOfSymbolAtLocation(member, at), at)}`);
       }
@@ -66,13 +68,12 @@ export function apiReport(root: string): string {
       } else {
         const heritage = symbol
           .declarations!.find(ts.isInterfaceDeclaration)
-          ?.heritageClauses
-          ?.map((clause) => clause.getText().replace(/\s+/g, ' '))
+          ?.heritageClauses?.map((clause) => clause.getText().replace(/\s+/g, ' '))
           .join(' ');
         lines.push(`interface ${name}${mark}${heritage ? ` ${heritage}` : ''}`);
         for (const member of checker.getPropertiesOfType(type)) {
           const at = member.declarations?.[0];
-          if (!at || !at.getSourceFile().fileName.startsWith(src)) continue;
+          if (!at?.getSourceFile().fileName.startsWith(src)) continue;
           const optional = member.flags & ts.SymbolFlags.Optional ? '?' : '';
           lines.push(
             `  ${member.name}${optional}: ${text(checker.getTypeOfSymbolAtLocation(member, at), at)}`,
@@ -81,7 +82,9 @@ export function apiReport(root: string): string {
       }
       if (symbol.flags & ts.SymbolFlags.Value) {
         const value = symbol.valueDeclaration ?? declaration;
-        lines.push(`const ${name}: ${text(checker.getTypeOfSymbolAtLocation(symbol, value), value)}`);
+        lines.push(
+          `const ${name}: ${text(checker.getTypeOfSymbolAtLocation(symbol, value), value)}`,
+        );
       }
     } else if (symbol.flags & ts.SymbolFlags.Function) {
       const type = checker.getTypeOfSymbolAtLocation(symbol, declaration);
