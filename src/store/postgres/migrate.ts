@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import type pg from 'pg';
 import { MigrationConflictError } from '../../core/errors.js';
+import { checkout } from './session.js';
 import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
 
 /** The versioned `.sql` files, read beside this module so they are found from src and from dist. */
@@ -45,9 +46,10 @@ async function migrations(): Promise<Migration[]> {
 export async function migrate(pool: pg.Pool, options: { schema?: string } = {}): Promise<string[]> {
   const schema = quoteSchema(options.schema ?? DEFAULT_SCHEMA);
   const files = await migrations();
-  const client = await pool.connect();
+  const session = await checkout(pool);
+  const { client } = session;
   try {
-    await client.query('begin');
+    await client.query('begin isolation level read committed');
     await client.query('select pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, schema]);
     await client.query(`create schema if not exists ${schema}`);
     await client.query(`set local search_path to ${schema}, pg_temp`);
@@ -87,11 +89,11 @@ export async function migrate(pool: pg.Pool, options: { schema?: string } = {}):
       ]);
     }
     await client.query('commit');
-    client.release();
+    session.release();
     return pending.map((f) => f.name);
   } catch (error) {
     await client.query('rollback').catch(() => {});
-    client.release(true);
+    session.release(true);
     throw error;
   }
 }
