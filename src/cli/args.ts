@@ -16,16 +16,25 @@ export type Command =
       reason: string;
       result: unknown;
       by: string;
+      fence?: number;
     }
   | { name: 'purge'; json: boolean; olderThanMs: number };
 
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
   list: ['state', 'limit'],
-  resolve: ['applied', 'not-applied', 'reason', 'result', 'by'],
+  resolve: ['applied', 'not-applied', 'reason', 'result', 'by', 'fence'],
   purge: ['older-than'],
 };
-const VALUED = new Set(['--state', '--limit', '--reason', '--result', '--by', '--older-than']);
+const VALUED = new Set([
+  '--state',
+  '--limit',
+  '--reason',
+  '--result',
+  '--by',
+  '--fence',
+  '--older-than',
+]);
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 export function parseCommand(argv: string[], user = 'cli'): Command {
@@ -86,7 +95,15 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
         }
       }
       const by = typeof values.by === 'string' && values.by ? values.by : user;
-      return { name, json, key, applied: values.applied === true, reason, result, by };
+      const resolve = { name, json, key, applied: values.applied === true, reason, result, by };
+      if (values.fence === undefined) return resolve;
+      const fence = Number(values.fence);
+      if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
+        throw new UsageError(
+          '--fence must be the fence of the uncertain attempt (a positive integer)',
+          help,
+        );
+      return { ...resolve, fence };
     }
     case 'purge': {
       none();
@@ -119,6 +136,7 @@ function parse(args: string[], help: string) {
         reason: { type: 'string' },
         result: { type: 'string' },
         by: { type: 'string' },
+        fence: { type: 'string' },
         'older-than': { type: 'string' },
       },
     });
