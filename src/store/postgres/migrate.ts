@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import type pg from 'pg';
-import { MigrationConflictError } from '../../core/errors.js';
-import { checkout } from './session.js';
+import { MigrationConflictError, StoreUnavailableError } from '../../core/errors.js';
+import { checkout, type Session } from './session.js';
 import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
 
 /** The versioned `.sql` files, read beside this module so they are found from src and from dist. */
@@ -41,12 +41,19 @@ async function migrations(): Promise<Migration[]> {
  * none sees a half-made schema or fails on a `create` that raced another. Refuses a schema that a
  * newer version of this library migrated, or whose applied files were edited afterwards: running
  * functions this code does not know is how a state machine silently changes under a worker.
- * Returns the names of the files it applied (empty when already up to date).
+ * Returns the names of the files it applied (empty when already up to date). Any other failure
+ * (the database unreachable, a connection lost, a statement refused) is a StoreUnavailableError
+ * with the cause, and nothing was applied.
  */
 export async function migrate(pool: pg.Pool, options: { schema?: string } = {}): Promise<string[]> {
   const schema = quoteSchema(options.schema ?? DEFAULT_SCHEMA);
   const files = await migrations();
-  const session = await checkout(pool);
+  let session: Session;
+  try {
+    session = await checkout(pool);
+  } catch (error) {
+    throw new StoreUnavailableError('migrate', error);
+  }
   const { client } = session;
   try {
     await client.query('begin isolation level read committed');
@@ -94,6 +101,7 @@ export async function migrate(pool: pg.Pool, options: { schema?: string } = {}):
   } catch (error) {
     await client.query('rollback').catch(() => {});
     session.release(true);
-    throw error;
+    if (error instanceof MigrationConflictError) throw error;
+    throw new StoreUnavailableError('migrate', error);
   }
 }
