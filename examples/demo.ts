@@ -133,7 +133,9 @@ async function main(): Promise<void> {
   say();
   const charges = await bankCharges(key);
   const verdict = JSON.stringify({ chargeId: charges[0] ?? 'none', attempt: 1 });
-  const signal = `{"applied": true, "result": ${verdict}, "reason": "found in the bank ledger", "by": "you"}`;
+  // The episode judged: a verdict that names it cannot decide a later attempt of the same key.
+  const fence = status.fence ?? (await store.inspect(key))?.fence;
+  const signal = `{"applied": true, "result": ${verdict}, "reason": "found in the bank ledger", "by": "you", "fence": ${fence}}`;
   say(
     'Order D is blocked: retrying it blindly could charge twice. A person decides, in the Temporal UI:',
   );
@@ -147,12 +149,12 @@ async function main(): Promise<void> {
   say('  3. Click  "More Actions" > "Send a Signal", signal name: resolve, input (paste):');
   say(`            ${signal}`);
   say(
-    '            (or {"applied": false, "reason": "...", "by": "you"} if the bank never took it: order D is then charged again)',
+    `            (or {"applied": false, "reason": "...", "by": "you", "fence": ${fence}} if the bank never took it: order D is then charged again)`,
   );
   say();
   say('  or from a terminal:');
   say(
-    `    npm run sideeffect -- resolve '${key}' --applied --reason "found in the bank ledger" --result '${verdict}'`,
+    `    npm run sideeffect -- resolve '${key}' --applied --reason "found in the bank ledger" --result '${verdict}' --fence ${fence}`,
   );
   say(
     `    temporal workflow signal --workflow-id '${reconcileWorkflowId(key)}' --name resolve --input '${signal}'`,

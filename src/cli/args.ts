@@ -17,6 +17,7 @@ export type Command =
       reason: string;
       result: unknown;
       by: string;
+      fence?: number;
     }
   | { name: 'purge'; json: boolean; olderThanMs: number };
 
@@ -24,10 +25,18 @@ const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncert
 const OPTIONS: Record<string, string[]> = {
   migrate: ['print-sql'],
   list: ['state', 'limit'],
-  resolve: ['applied', 'not-applied', 'reason', 'result', 'by'],
+  resolve: ['applied', 'not-applied', 'reason', 'result', 'by', 'fence'],
   purge: ['older-than'],
 };
-const VALUED = new Set(['--state', '--limit', '--reason', '--result', '--by', '--older-than']);
+const VALUED = new Set([
+  '--state',
+  '--limit',
+  '--reason',
+  '--result',
+  '--by',
+  '--fence',
+  '--older-than',
+]);
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 export function parseCommand(argv: string[], user = 'cli'): Command {
@@ -89,7 +98,15 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
         }
       }
       const by = typeof values.by === 'string' && values.by ? values.by : user;
-      return { name, json, key, applied: values.applied === true, reason, result, by };
+      const resolve = { name, json, key, applied: values.applied === true, reason, result, by };
+      if (values.fence === undefined) return resolve;
+      const fence = Number(values.fence);
+      if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
+        throw new UsageError(
+          '--fence must be the fence of the uncertain attempt (a positive integer)',
+          help,
+        );
+      return { ...resolve, fence };
     }
     case 'purge': {
       none();
@@ -123,6 +140,7 @@ function parse(args: string[], help: string) {
         reason: { type: 'string' },
         result: { type: 'string' },
         by: { type: 'string' },
+        fence: { type: 'string' },
         'older-than': { type: 'string' },
       },
     });

@@ -139,8 +139,14 @@ async function run(
           ctx.io.err(
             `sideeffect: Temporal at ${ctx.env.temporalAddress} does not answer; resolving in the store only`,
           );
-        const { applied, reason, result, by } = command;
-        const input = applied ? { applied, reason, result, by } : { applied, reason, by };
+        const { applied, reason, result, by, fence } = command;
+        const input = {
+          applied,
+          reason,
+          by,
+          ...(applied ? { result } : {}),
+          ...(fence === undefined ? {} : { fence }),
+        };
         const outcome = await resolveKey({ store, client, key: command.key, input });
         print(outcome.message, outcome);
         return outcome.won ? EXIT.ok : EXIT.refused;

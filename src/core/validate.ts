@@ -26,6 +26,11 @@ export interface Limits {
    * @default 4096
    */
   maxReasonBytes: number;
+  /**
+   * The longest lease a store grants. A lease of days (or 2^53 ms) held by a worker that died
+   * blocks its resource for that long; a mistyped unit (seconds as ms * 1000) is caught here.
+   */
+  maxTtlMs: number;
 }
 
 export const defaultLimits: Limits = {
@@ -33,6 +38,7 @@ export const defaultLimits: Limits = {
   maxResourceBytes: 256,
   maxPayloadBytes: 1024 * 1024,
   maxReasonBytes: 4096,
+  maxTtlMs: 60 * 60 * 1000,
 };
 
 const retrySafeties: readonly RetrySafety[] = ['unknown', 'safe', 'unsafe'];
@@ -79,6 +85,18 @@ export function checkTtl(ttlMs: unknown): number {
   return ttlMs;
 }
 
+/** A lease TTL: a positive whole number of milliseconds, at most `limits.maxTtlMs`. */
+export function checkLeaseTtl(ttlMs: unknown, limits: Limits = defaultLimits): number {
+  const ttl = checkTtl(ttlMs);
+  if (ttl > limits.maxTtlMs) {
+    throw new InvalidActionError(
+      'ttlMs',
+      `is ${ttl} ms, the limit is ${limits.maxTtlMs} ms (limits.maxTtlMs)`,
+    );
+  }
+  return ttl;
+}
+
 /** Validates an action and returns it with defaults filled in. */
 export function checkAction(action: Action, limits: Limits = defaultLimits): Required<Action> {
   if (typeof action !== 'object' || action === null)
@@ -113,6 +131,15 @@ export function checkResolution(
     reason: checkReason(resolution.reason, limits),
   };
   if (resolution.by !== undefined) checked.by = checkText('by', resolution.by, limits.maxKeyBytes);
+  if (resolution.fence !== undefined) {
+    if (!Number.isSafeInteger(resolution.fence) || resolution.fence < 1) {
+      throw new InvalidActionError(
+        'fence',
+        `must be the fence of the uncertain attempt (a positive integer), got ${String(resolution.fence)}`,
+      );
+    }
+    checked.fence = resolution.fence;
+  }
   if (resolution.applied) {
     checked.result = {
       payload: checkBytes(

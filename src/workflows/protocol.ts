@@ -64,6 +64,12 @@ export interface ResolveInput {
   reason: string;
   /** Who decided. */
   by?: string;
+  /**
+   * The episode judged: the fence of the uncertain attempt (`sideeffect show`, the `status`
+   * query). The store refuses a verdict for another episode; the ReconcileWorkflow fills in its
+   * own when this is missing.
+   */
+  fence?: number;
 }
 
 /** Input of `ReconcileWorkflow`. Normally built by the `ensureReconcile` and `sweepAndReconcile` activities. */
@@ -85,6 +91,12 @@ export interface ReconcileInput extends UncertainDetails {
    * @default true
    */
   searchAttributes?: boolean;
+  /**
+   * The episode this reconcile judges: the fence of the uncertain attempt, from the store's key
+   * record. Attached to every verdict that names none, so a verdict meant for this run cannot
+   * decide a later episode of the key. Absent in runs started before 0.2.0.
+   */
+  fence?: number;
 }
 
 /** How a reconcile ended; the ReconcileWorkflow's result and the Update's answer. */
@@ -110,6 +122,8 @@ export interface ReconcileStatus {
   reason: string;
   effect?: string;
   state: 'checking' | 'probing' | 'waiting' | 'resolving' | 'resolved';
+  /** The episode judged (see {@link ReconcileInput.fence}). */
+  fence?: number;
   waitingSince: string;
   rejected: RejectedResolve[];
   subscribers: string[];

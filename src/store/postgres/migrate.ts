@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { MigrationConflictError } from '../../core/errors.js';
+import { MigrationConflictError, StoreUnavailableError } from '../../core/errors.js';
 import { embeddedMigrations } from './migrations.generated.js';
+import { checkout, type Session } from './session.js';
 import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
 
 /** Arbitrary, fixed first half of the advisory lock key; the second half is the schema's hash. */
@@ -61,7 +62,7 @@ export function migrationScript(options: { schema?: string } = {}): string {
     `-- sideeffect schema ${schemaName}: ${listMigrations()
       .map((m) => m.name)
       .join(', ')}`,
-    'begin;',
+    'begin isolation level read committed;',
     `select pg_advisory_xact_lock(${LOCK_CLASS}, hashtext(${literal(schema)}));`,
     `create schema if not exists ${schema};`,
     `set local search_path to ${schema}, pg_temp;`,
@@ -85,7 +86,9 @@ export function migrationScript(options: { schema?: string } = {}): string {
  * half-made schema or fails on a `create` that raced another. Refuses a schema that a newer
  * version of this library migrated, or whose applied migrations were edited afterwards: running
  * functions this code does not know is how a state machine silently changes under a worker.
- * Returns the names of the migrations it applied (empty when already up to date).
+ * Returns the names of the migrations it applied (empty when already up to date). Any other
+ * failure (the database unreachable, a connection lost, a statement refused) is a
+ * StoreUnavailableError with the cause, and nothing was applied.
  *
  * @example
  * ```ts
@@ -105,9 +108,15 @@ export async function migrate(
 ): Promise<string[]> {
   const schema = quoteSchema(options.schema ?? DEFAULT_SCHEMA);
   const files = listMigrations();
-  const client = await pool.connect();
+  let session: Session;
   try {
-    await client.query('begin');
+    session = await checkout(pool);
+  } catch (error) {
+    throw new StoreUnavailableError('migrate', error);
+  }
+  const { client } = session;
+  try {
+    await client.query('begin isolation level read committed');
     await client.query('select pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, schema]);
     await client.query(`create schema if not exists ${schema}`);
     await client.query(`set local search_path to ${schema}, pg_temp`);
@@ -140,11 +149,12 @@ export async function migrate(
       ]);
     }
     await client.query('commit');
-    client.release();
+    session.release();
     return pending.map((f) => f.name);
   } catch (error) {
     await client.query('rollback').catch(() => {});
-    client.release(true);
-    throw error;
+    session.release(true);
+    if (error instanceof MigrationConflictError) throw error;
+    throw new StoreUnavailableError('migrate', error);
   }
 }

@@ -4,6 +4,7 @@ import {
   InvalidActionError,
   KeyConflictError,
   NotUncertainError,
+  StaleVerdictError,
   StoreUnavailableError,
   UnknownOutcomeError,
 } from '../../core/errors.js';
@@ -25,6 +26,7 @@ import type {
 import {
   checkAction,
   checkBytes,
+  checkLeaseTtl,
   checkReason,
   checkResolution,
   checkText,
@@ -33,6 +35,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest } from '../digest.js';
+import { atReadCommitted, checkout, type Session } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -76,7 +79,7 @@ const SQL = {
   complete: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
-  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5)`,
+  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
   purge: (s: string) => `select ${s}.purge($1) as o_purged`,
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
@@ -125,7 +128,9 @@ export class PgStore implements Store {
   readonly #sql: Record<keyof typeof SQL, Statement>;
 
   constructor(options: PgStoreOptions = {}) {
-    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL);
+    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
+      named: options.transactionPooling !== true,
+    });
     this.#limits = { ...defaultLimits, ...options.limits };
     const { pool, owned } = openPool(options);
     this.#pool = pool;
@@ -143,7 +148,7 @@ export class PgStore implements Store {
     options: { applying?: boolean } = {},
   ): Promise<Acquisition> {
     const a = checkAction(action, this.#limits);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const row = await this.#one<{
       o_outcome: string;
       o_fence: string | null;
@@ -192,7 +197,7 @@ export class PgStore implements Store {
     options: { applying?: boolean } = {},
   ): Promise<Lease> {
     const a = this.#leaseAction(action, lease);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const row = await this.#one<{ o_outcome: string; o_expires_at_ms: string | null }>('renew', [
       a.key,
       a.resource,
@@ -244,7 +249,15 @@ export class PgStore implements Store {
       o_outcome: string;
       o_result: Buffer | null;
       o_state: string | null;
-    }>('resolve', [key, verdict.applied, result ?? null, verdict.reason, verdict.by ?? 'resolve']);
+      o_fence: string | null;
+    }>('resolve', [
+      key,
+      verdict.applied,
+      result ?? null,
+      verdict.reason,
+      verdict.by ?? 'resolve',
+      verdict.fence ?? null,
+    ]);
     switch (row.o_outcome) {
       case 'resolved':
         return verdict.applied
@@ -258,6 +271,13 @@ export class PgStore implements Store {
         };
       case 'not_uncertain':
         throw new NotUncertainError(key, row.o_state ?? 'unknown');
+      case 'stale':
+        throw new StaleVerdictError(
+          key,
+          verdict.fence!,
+          int(row.o_fence),
+          row.o_state ?? 'unknown',
+        );
       default:
         throw new UnknownOutcomeError(row.o_outcome);
     }
@@ -345,11 +365,22 @@ export class PgStore implements Store {
     operation: keyof typeof SQL,
     values: unknown[],
   ): Promise<R[]> {
+    let session: Session;
     try {
-      const result = await this.#pool.query<R>({ ...this.#sql[operation], values });
-      return result.rows;
+      session = await checkout(this.#pool);
     } catch (error) {
       throw new StoreUnavailableError(operation, error);
+    }
+    let failed = false;
+    try {
+      const { client } = session;
+      const query = { ...this.#sql[operation], values };
+      return (await atReadCommitted(client, () => client.query<R>(query))).rows;
+    } catch (error) {
+      failed = true;
+      throw new StoreUnavailableError(operation, error);
+    } finally {
+      session.release(failed);
     }
   }
 
