@@ -29,6 +29,7 @@ export interface Limits {
   /**
    * The longest lease a store grants. A lease of days (or 2^53 ms) held by a worker that died
    * blocks its resource for that long; a mistyped unit (seconds as ms * 1000) is caught here.
+   * @default 3_600_000 (1 hour)
    */
   maxTtlMs: number;
 }

@@ -11,6 +11,10 @@ export type Release = () => void;
 
 /** Options for a waiting acquire; `signal` only governs the wait, not a slot already held. */
 export interface AcquireOptions {
+  /**
+   * Gives up waiting (the promise rejects with `signal.reason`) when it aborts.
+   * @default none: waits until a slot frees
+   */
   readonly signal?: AbortSignal | undefined;
 }
 

@@ -22,7 +22,13 @@ const FORMAT =
   ts.TypeFormatFlags.UseSingleQuotesForStringLiteralType |
   ts.TypeFormatFlags.WriteArrowStyleSignature;
 
-export function apiReport(root: string): string {
+/** The report, and the optional members of exported `*Options` interfaces without a `@default`. */
+export interface ApiReport {
+  text: string;
+  undocumentedDefaults: string[];
+}
+
+export function apiReport(root: string): ApiReport {
   const files = Object.values(ENTRY_POINTS).map((file) => path.join(root, file));
   const config = ts.getParsedCommandLineOfConfigFile(
     path.join(root, 'tsconfig.build.json'),
@@ -36,6 +42,7 @@ export function apiReport(root: string): string {
   // `import("/abs/node_modules/pg/index").Pool` -> `Pool`: the report must not depend on the machine.
   const portable = (typeText: string) => typeText.replace(/import\("[^"]*"\)\./g, '');
   const text = (type: ts.Type, at: ts.Node) => portable(checker.typeToString(type, at, FORMAT));
+  const undocumentedDefaults = new Set<string>();
 
   const describe = (name: string, exported: ts.Symbol): string[] => {
     const symbol =
@@ -75,6 +82,10 @@ export function apiReport(root: string): string {
           const at = member.declarations?.[0];
           if (!at?.getSourceFile().fileName.startsWith(src)) continue;
           const optional = member.flags & ts.SymbolFlags.Optional ? '?' : '';
+          const hasDefault = ts.getJSDocTags(at).some((tag) => tag.tagName.text === 'default');
+          if (optional && name.endsWith('Options') && !hasDefault) {
+            undocumentedDefaults.add(`${name}.${member.name}`);
+          }
           lines.push(
             `  ${member.name}${optional}: ${text(checker.getTypeOfSymbolAtLocation(member, at), at)}`,
           );
@@ -121,5 +132,8 @@ export function apiReport(root: string): string {
     for (const exported of exports) sections.push(...describe(exported.name, exported));
     sections.push('```');
   }
-  return `${sections.join('\n')}\n`;
+  return {
+    text: `${sections.join('\n')}\n`,
+    undocumentedDefaults: [...undocumentedDefaults].sort(),
+  };
 }

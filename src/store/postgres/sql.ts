@@ -65,7 +65,8 @@ export interface PoolOptions {
    * The connections go through a pooler in transaction mode (PgBouncer `pool_mode =
    * transaction`, as many managed Postgres offerings put in front of the database): statements
    * are sent unnamed, since consecutive transactions may run on different server connections.
-   * Costs a parse per call. Default false.
+   * Costs a parse per call.
+   * @default false
    */
   transactionPooling?: boolean;
 }
