@@ -49,8 +49,15 @@ import {
 
 /** How a PgStore connects, where its tables are, and which input it refuses. */
 export interface PgStoreOptions extends PoolOptions {
-  /** The schema `migrate()` was run on; default `sideeffect`. */
+  /**
+   * The schema `migrate()` was run on.
+   * @default 'sideeffect'
+   */
   schema?: string;
+  /**
+   * Size limits checked before any statement is sent; unset fields keep their default.
+   * @default defaultLimits (key 512 B, resource 256 B, payload and result 1 MiB, reason 4 KiB)
+   */
   limits?: Partial<Limits>;
 }
 
@@ -98,7 +105,7 @@ interface KeyRow {
 }
 
 /**
- * The production Store: the key state machine of DESIGN.md in Postgres, one plpgsql function per
+ * The production Store: the key state machine (docs/architecture.md) in Postgres, one plpgsql function per
  * operation (see migrations/0001_init.sql), so every operation is ONE round trip that decides and
  * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
@@ -106,6 +113,13 @@ interface KeyRow {
  * Input is validated here before anything is sent (InvalidActionError, nothing written). A lost
  * connection or any other database failure is thrown as StoreUnavailableError with the cause:
  * an operation whose fate we do not know is never reported as an outcome.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * await migrate(pool, { schema: 'sideeffect' });
+ * const store = new PgStore({ pool, schema: 'sideeffect' });
+ * ```
  */
 export class PgStore implements Store {
   readonly #pool: pg.Pool;
