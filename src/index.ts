@@ -1,8 +1,8 @@
 /**
- * The contract, the Runner and the stores. Temporal pieces live in their own
- * entry points so each side imports only what it can run:
- * `sideeffect/activities`, `sideeffect/worker` (Node) and
- * `sideeffect/workflows` (workflow-safe).
+ * The core contract (Runner, Store and FencedSink, types, typed errors) and the stores users
+ * construct. Everything else has its own entry point, so each side imports only what it can run:
+ * `sideeffect/postgres` (migrations), `sideeffect/activities` and `sideeffect/worker` (Node),
+ * `sideeffect/workflows` (workflow-safe), `sideeffect/syncx` (gates and fan-in).
  */
 export * from './core/index.js';
 export {
@@ -12,11 +12,9 @@ export {
   type MemoryStoreOptions,
 } from './store/memory.js';
 export {
-  migrate,
   PgFencedSink,
   type PgFencedSinkOptions,
   PgStore,
   type PgStoreOptions,
   type PoolOptions,
 } from './store/postgres/index.js';
-export * from './syncx/index.js';

@@ -78,10 +78,12 @@ export class NoStoreError extends SideEffectError {
 }
 
 /**
- * The last attempt may or may not have taken effect downstream. The key is
- * blocked: a blind retry is how a duplicate happens. Reconcile first.
+ * The last attempt may or may not have taken effect downstream: the key is `uncertain` and
+ * blocked, because a blind retry is how a duplicate happens. Reconcile first. In Temporal the
+ * same condition is the failure type `SideEffectOutcomeUncertain`. The `code` stays
+ * `OUTCOME_UNKNOWN`: codes are matched by callers and never renamed.
  */
-export class OutcomeUnknownError extends SideEffectError {
+export class OutcomeUncertainError extends SideEffectError {
   readonly code = 'OUTCOME_UNKNOWN';
   constructor(
     readonly key: string,
@@ -134,8 +136,11 @@ export class StaleVerdictError extends SideEffectError {
   }
 }
 
-/** The store answered with a verdict this version does not know. Surfaced so nobody guesses a default. */
-export class UnknownOutcomeError extends SideEffectError {
+/**
+ * The store answered with something this version does not know (a newer schema's answer, a
+ * custom Store's bug). Surfaced so nobody guesses a default. The `code` stays `UNKNOWN_OUTCOME`.
+ */
+export class UnexpectedStoreAnswerError extends SideEffectError {
   readonly code = 'UNKNOWN_OUTCOME';
   constructor(readonly outcome: unknown) {
     super(`store returned an unknown outcome: ${String(outcome)}`);
@@ -196,3 +201,13 @@ export class StoreUnavailableError extends SideEffectError {
 export class MigrationConflictError extends SideEffectError {
   readonly code = 'MIGRATION_CONFLICT';
 }
+
+/** @deprecated Renamed {@link OutcomeUncertainError} (one name for "uncertain"); same class. */
+export const OutcomeUnknownError = OutcomeUncertainError;
+/** @deprecated Renamed {@link OutcomeUncertainError}. */
+export type OutcomeUnknownError = OutcomeUncertainError;
+
+/** @deprecated Renamed {@link UnexpectedStoreAnswerError} (it is not about an effect's outcome); same class. */
+export const UnknownOutcomeError = UnexpectedStoreAnswerError;
+/** @deprecated Renamed {@link UnexpectedStoreAnswerError}. */
+export type UnknownOutcomeError = UnexpectedStoreAnswerError;

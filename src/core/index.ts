@@ -4,11 +4,4 @@ export { maskConnectionString } from './mask.js';
 export * from './runner.js';
 export type { FencedSink, ListFilter, Store } from './store.js';
 export * from './types.js';
-export {
-  checkAction,
-  checkLeaseTtl,
-  checkResolution,
-  checkTtl,
-  defaultLimits,
-  type Limits,
-} from './validate.js';
+export { defaultLimits, type Limits } from './validate.js';

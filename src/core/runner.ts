@@ -3,8 +3,8 @@ import {
   FenceStaleError,
   LeaseLostError,
   NoStoreError,
-  OutcomeUnknownError,
-  UnknownOutcomeError,
+  OutcomeUncertainError,
+  UnexpectedStoreAnswerError,
 } from './errors.js';
 import { KeepAlive } from './keep-alive.js';
 import type { Store } from './store.js';
@@ -58,7 +58,7 @@ export type Execution =
   | { outcome: 'applied'; result: Result; lease: Lease }
   | { outcome: 'replayed'; result: Result }
   | { outcome: 'contended'; retryAfterMs: number; error?: LeaseLostError }
-  | { outcome: 'uncertain'; reason: string; error: OutcomeUnknownError }
+  | { outcome: 'uncertain'; reason: string; error: OutcomeUncertainError }
   | { outcome: 'failed'; error: unknown };
 
 /**
@@ -148,12 +148,12 @@ export class Runner {
         return {
           outcome: 'uncertain',
           reason: acquisition.reason,
-          error: new OutcomeUnknownError(checked.key, checked.resource, acquisition.reason),
+          error: new OutcomeUncertainError(checked.key, checked.resource, acquisition.reason),
         };
       case 'applied':
         break;
       default:
-        throw new UnknownOutcomeError((acquisition as { outcome: unknown }).outcome);
+        throw new UnexpectedStoreAnswerError((acquisition as { outcome: unknown }).outcome);
     }
 
     // Renewed from the grant on, so a slow prepare keeps its lease (and its Temporal heartbeat) too.
@@ -261,7 +261,7 @@ async function markUncertain(
   return {
     outcome: 'uncertain',
     reason,
-    error: new OutcomeUnknownError(action.key, action.resource, reason, { cause }),
+    error: new OutcomeUncertainError(action.key, action.resource, reason, { cause }),
   };
 }
 

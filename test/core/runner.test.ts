@@ -6,7 +6,7 @@ import {
   InvalidActionError,
   LeaseLostError,
   NoStoreError,
-  OutcomeUnknownError,
+  OutcomeUncertainError,
   type Result,
   Runner,
 } from '../../src/core/index.js';
@@ -97,7 +97,7 @@ describe('Runner.execute', () => {
       });
       expect(execution.outcome).toBe('uncertain');
       if (execution.outcome !== 'uncertain') return;
-      expect(execution.error).toBeInstanceOf(OutcomeUnknownError);
+      expect(execution.error).toBeInstanceOf(OutcomeUncertainError);
       expect(execution.error.cause).toBe(cause);
       expect(execution.reason).toBe('apply failed: socket hang up');
       let called = false;
@@ -383,7 +383,7 @@ describe('Runner.run and reconcile', () => {
     await runner.execute(doubtful, async () => {
       throw new Error('lost');
     });
-    await expect(runner.run(doubtful, ok('x'))).rejects.toBeInstanceOf(OutcomeUnknownError);
+    await expect(runner.run(doubtful, ok('x'))).rejects.toBeInstanceOf(OutcomeUncertainError);
     const failing = action({ retrySafety: 'safe' });
     await expect(
       runner.run(failing, async () => {

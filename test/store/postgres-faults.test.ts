@@ -10,7 +10,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type Action,
-  OutcomeUnknownError,
+  OutcomeUncertainError,
   Runner,
   type Store,
   StoreUnavailableError,
@@ -102,7 +102,7 @@ describe('a connection killed mid-operation', () => {
     await killed;
     expect(execution.outcome).toBe('uncertain');
     if (execution.outcome !== 'uncertain') return;
-    expect(execution.error).toBeInstanceOf(OutcomeUnknownError);
+    expect(execution.error).toBeInstanceOf(OutcomeUncertainError);
     expect(execution.error.cause).toBeInstanceOf(StoreUnavailableError);
     expect(execution.reason).toMatch(/^complete failed: store complete failed/);
     const record = await h.store.inspect(a.key);

@@ -6,7 +6,7 @@ import {
   NotUncertainError,
   StaleVerdictError,
   StoreUnavailableError,
-  UnknownOutcomeError,
+  UnexpectedStoreAnswerError,
 } from '../../core/errors.js';
 import type { ListFilter, Store } from '../../core/store.js';
 import type {
@@ -186,7 +186,7 @@ export class PgStore implements Store {
       case 'conflict:payload':
         throw new KeyConflictError(a.key, 'payload');
       default:
-        throw new UnknownOutcomeError(row.o_outcome);
+        throw new UnexpectedStoreAnswerError(row.o_outcome);
     }
   }
 
@@ -279,7 +279,7 @@ export class PgStore implements Store {
           row.o_state ?? 'unknown',
         );
       default:
-        throw new UnknownOutcomeError(row.o_outcome);
+        throw new UnexpectedStoreAnswerError(row.o_outcome);
     }
   }
 
@@ -348,7 +348,7 @@ export class PgStore implements Store {
   #expect(outcome: string, ok: string, resource: string, lease: Lease): void {
     if (outcome === ok) return;
     if (outcome === 'stale') throw new FenceStaleError(resource, lease.fence);
-    throw new UnknownOutcomeError(outcome);
+    throw new UnexpectedStoreAnswerError(outcome);
   }
 
   /** A key the store could never have accepted was never seen: answer so instead of failing. */
