@@ -118,6 +118,16 @@ export function checkReason(reason: unknown, limits: Limits = defaultLimits): st
   return checkText('reason', reason, limits.maxReasonBytes);
 }
 
+/** A verdict's reason and author are read by people later: whitespace alone says nothing. */
+function notBlank(field: string, value: string): string {
+  if (value.trim().length === 0) throw new InvalidActionError(field, 'must not be blank');
+  return value;
+}
+
+/**
+ * The one validation of a verdict, used by the stores (before anything is written) and, through
+ * `resolveInputError`, by the ReconcileWorkflow on every `resolve` signal and Update.
+ */
 export function checkResolution(
   resolution: Resolution,
   limits: Limits = defaultLimits,
@@ -129,9 +139,10 @@ export function checkResolution(
     throw new InvalidActionError('applied', 'must be a boolean');
   const checked: Resolution = {
     applied: resolution.applied,
-    reason: checkReason(resolution.reason, limits),
+    reason: notBlank('reason', checkReason(resolution.reason, limits)),
   };
-  if (resolution.by !== undefined) checked.by = checkText('by', resolution.by, limits.maxKeyBytes);
+  if (resolution.by !== undefined)
+    checked.by = notBlank('by', checkText('by', resolution.by, limits.maxKeyBytes));
   if (resolution.fence !== undefined) {
     if (!Number.isSafeInteger(resolution.fence) || resolution.fence < 1) {
       throw new InvalidActionError(
