@@ -4,10 +4,12 @@ import {
   InvalidActionError,
   KeyConflictError,
   NotUncertainError,
+  OutcomeUnknownError,
   StoreUnavailableError,
   UnknownOutcomeError,
 } from '../../core/errors.js';
-import type { ListFilter, Store } from '../../core/store.js';
+import type { Execution } from '../../core/runner.js';
+import type { ListFilter, TransactionalStore, TransactionContext } from '../../core/store.js';
 import type {
   Acquisition,
   Action,
@@ -32,7 +34,7 @@ import {
   defaultLimits,
   type Limits,
 } from '../../core/validate.js';
-import { payloadDigest } from '../digest.js';
+import { payloadDigest, transactionalDigest } from '../digest.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -79,9 +81,20 @@ const SQL = {
     s: string,
   ) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at asc limit $2`,
+  digest: (s: string) => `select digest from ${s}.keys where key = $1`,
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
     ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
 };
+
+/** What the acquire statement answers. */
+interface AcquireRow {
+  o_outcome: string;
+  o_fence: string | null;
+  o_expires_at_ms: string | null;
+  o_retry_after_ms: string | null;
+  o_result: Buffer | null;
+  o_reason: string | null;
+}
 
 interface KeyRow {
   key: string;
@@ -104,7 +117,7 @@ interface KeyRow {
  * connection or any other database failure is thrown as StoreUnavailableError with the cause:
  * an operation whose fate we do not know is never reported as an outcome.
  */
-export class PgStore implements Store {
+export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
@@ -130,21 +143,142 @@ export class PgStore implements Store {
   ): Promise<Acquisition> {
     const a = checkAction(action, this.#limits);
     checkTtl(ttlMs);
-    const row = await this.#one<{
-      o_outcome: string;
-      o_fence: string | null;
-      o_expires_at_ms: string | null;
-      o_retry_after_ms: string | null;
-      o_result: Buffer | null;
-      o_reason: string | null;
-    }>('acquire', [
+    const digest = payloadDigest(a.payload);
+    const row = await this.#one<AcquireRow>('acquire', [
       a.key,
       a.resource,
-      payloadDigest(a.payload),
+      digest,
       a.retrySafety,
       ttlMs,
       options.applying === true,
     ]);
+    return this.#acquisition(a, ttlMs, row, false);
+  }
+
+  async executeInTransaction(
+    action: Action,
+    ttlMs: number,
+    work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Execution> {
+    const a = checkAction(action, this.#limits);
+    checkTtl(ttlMs);
+    const operation = 'executeInTransaction';
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      throw new StoreUnavailableError(operation, error);
+    }
+    // A connection that dies between two queries is reported on the client, not on a query.
+    let lost: unknown;
+    const onError = (error: unknown): void => {
+      lost = error;
+    };
+    client.on('error', onError);
+    const query = async <R extends pg.QueryResultRow>(
+      statement: string | Statement,
+      values?: unknown[],
+    ): Promise<pg.QueryResult<R>> => {
+      try {
+        return await client.query<R>(
+          typeof statement === 'string' ? statement : { ...statement, values },
+        );
+      } catch (error) {
+        lost ??= error;
+        throw new StoreUnavailableError(operation, error);
+      }
+    };
+    /** Nothing of this attempt may stay: a rollback that fails means the connection died, which rolls back too. */
+    let open = false;
+    const rollBack = async (): Promise<void> => {
+      await query('rollback').catch(() => {});
+      open = false;
+    };
+    const commit = async (): Promise<pg.QueryResult> => {
+      const committed = await query('commit');
+      open = false;
+      return committed;
+    };
+    try {
+      await query('begin isolation level read committed');
+      open = true;
+      const granted = await query<AcquireRow>(this.#sql.acquire, [
+        a.key,
+        a.resource,
+        transactionalDigest(a.payload),
+        a.retrySafety,
+        ttlMs,
+        true,
+      ]);
+      const row = granted.rows[0]!;
+      // A conflict ends the transaction before the binding is looked up on another connection.
+      if (row.o_outcome.startsWith('conflict:')) await rollBack();
+      const acquisition = await this.#acquisition(a, ttlMs, row, true);
+      switch (acquisition.outcome) {
+        case 'applied':
+          break;
+        case 'uncertain':
+          await commit();
+          return {
+            outcome: 'uncertain',
+            reason: acquisition.reason,
+            error: new OutcomeUnknownError(a.key, a.resource, acquisition.reason),
+          };
+        default:
+          // Acquire may have concluded an expired holder on the way: keep that.
+          await commit();
+          return acquisition;
+      }
+      const { lease } = acquisition;
+      let payload: Uint8Array;
+      try {
+        options.signal?.throwIfAborted();
+        const result = await work({
+          tx: client,
+          key: a.key,
+          fence: lease.fence,
+          lease,
+          signal: options.signal ?? new AbortController().signal,
+        });
+        payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
+        const completed = await query<{ o_outcome: string }>(this.#sql.complete, [
+          a.key,
+          a.resource,
+          lease.fence,
+          asBuffer(payload),
+        ]);
+        this.#expect(completed.rows[0]!.o_outcome, 'completed', a.resource, lease);
+      } catch (error) {
+        // Before commit nothing is visible to anyone: rolled back, the effect did not happen.
+        await rollBack();
+        return { outcome: 'failed', error };
+      }
+      const committed = await commit();
+      // COMMIT of a transaction in which a statement failed answers ROLLBACK, not an error.
+      if (committed.command !== 'COMMIT') {
+        return {
+          outcome: 'failed',
+          error: new Error(
+            'rolled back: a statement of the effect failed and its error was caught inside it',
+          ),
+        };
+      }
+      return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
+    } finally {
+      client.off('error', onError);
+      // A connection left inside a transaction (an unexpected throw) must not go back to the pool.
+      client.release(lost !== undefined || open);
+    }
+  }
+
+  /** Turns acquire's row into an Acquisition; a conflict says whether it is the other execution mode. */
+  async #acquisition(
+    a: Required<Action>,
+    ttlMs: number,
+    row: AcquireRow,
+    transactional: boolean,
+  ): Promise<Acquisition> {
     switch (row.o_outcome) {
       case 'applied':
         return {
@@ -164,8 +298,12 @@ export class PgStore implements Store {
         return { outcome: 'uncertain', reason: row.o_reason ?? '' };
       case 'conflict:resource':
         throw new KeyConflictError(a.key, 'resource');
-      case 'conflict:payload':
-        throw new KeyConflictError(a.key, 'payload');
+      case 'conflict:payload': {
+        const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
+        const rows = await this.#rows<{ digest: Buffer }>('digest', [a.key]);
+        const mode = rows[0]?.digest.equals(other) === true;
+        throw new KeyConflictError(a.key, mode ? 'transactional' : 'payload');
+      }
       default:
         throw new UnknownOutcomeError(row.o_outcome);
     }
