@@ -141,7 +141,6 @@ export interface TransactionContext<Tx> {
   key: Key;
   /** The fence of this grant (useful as a version column downstream). */
   fence: Fence;
-  lease: Lease;
   /** Fires when the caller gives up (for example Temporal cancelling the activity); throw to roll back. */
   signal: AbortSignal;
 }

@@ -63,10 +63,7 @@ describe('PgStore transactional effects', () => {
     const record = await h.store.inspect(a.key);
     expect(record).toMatchObject({ state: 'done', fence: first.lease.fence });
     expect(text(record!.result!.payload)).toBe(`fence ${first.lease.fence}`);
-    expect((await h.store.events(a.key)).map((e) => `${e.from}->${e.to}`)).toEqual([
-      'free->applying',
-      'applying->done',
-    ]);
+    expect((await h.store.events(a.key)).map((e) => `${e.from}->${e.to}`)).toEqual(['free->done']);
     // The resource is free again: a plain acquire of another key is granted.
     const next = await h.store.acquire({ key: `${a.key}-next`, resource: a.resource }, TTL);
     expect(next.outcome).toBe('applied');
@@ -137,6 +134,24 @@ describe('PgStore transactional effects', () => {
     if (contended.outcome === 'contended') expect(contended.retryAfterMs).toBeGreaterThan(0);
     expect(ran).toBe(false);
     expect(await h.store.inspect(a.key)).toBeUndefined();
+  });
+
+  it('takes over an expired ordinary holder like acquire does, and fences keep growing', async () => {
+    const a = action();
+    const holder = { key: `${a.key}-holder`, resource: a.resource };
+    const held = await h.store.acquire(holder, TTL, { applying: true });
+    if (held.outcome !== 'applied') throw new Error(held.outcome);
+    await h.advance(TTL + 1);
+    const taken = await runner.executeInTransaction(a, insert(a.key));
+    expect(taken.outcome).toBe('applied');
+    if (taken.outcome === 'applied') expect(taken.lease.fence).toBe(held.lease.fence + 1);
+    expect(await h.store.inspect(holder.key)).toMatchObject({
+      state: 'uncertain',
+      reason: 'lease lost during apply',
+    });
+    const after = await h.store.acquire({ key: `${a.key}-after`, resource: a.resource }, TTL);
+    if (after.outcome !== 'applied') throw new Error(after.outcome);
+    expect(after.lease.fence).toBe(held.lease.fence + 2);
   });
 
   it('two callers of one key at once: one applies, the other waits for its commit and replays', async () => {
@@ -252,10 +267,7 @@ describe('PgStore transactional effects', () => {
     const retried = await runner.executeInTransaction(plain, insert(a.key, 'retry'));
     expect(retried.outcome).toBe('applied');
     expect((await ledger(a.key)).map((r) => r.note)).toEqual(['retry']);
-    expect((await h.store.events(a.key)).map((e) => `${e.from}->${e.to}`)).toEqual([
-      'free->applying',
-      'applying->done',
-    ]);
+    expect((await h.store.events(a.key)).map((e) => `${e.from}->${e.to}`)).toEqual(['free->done']);
     const again = await runner.executeInTransaction(plain, insert(a.key, 'again'));
     expect(again.outcome).toBe('replayed');
     expect(await ledger(a.key)).toHaveLength(1);

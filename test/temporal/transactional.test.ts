@@ -83,8 +83,7 @@ describe('transactional effect activity', () => {
     expect(await ledger(outcome.key)).toEqual([{ amount: 7 }]);
     const store = new PgStore({ pool: db.pool, schema: db.schema });
     expect((await store.events(outcome.key)).map((e) => `${e.from}->${e.to}`)).toEqual([
-      'free->applying',
-      'applying->done',
+      'free->done',
     ]);
     expect(await h.replayAll()).toEqual([]);
   });

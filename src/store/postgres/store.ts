@@ -81,7 +81,9 @@ const SQL = {
     s: string,
   ) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at asc limit $2`,
-  digest: (s: string) => `select digest from ${s}.keys where key = $1`,
+  txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
+  txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
+  binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
     ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
 };
@@ -203,52 +205,44 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     try {
       await query('begin isolation level read committed');
       open = true;
-      const granted = await query<AcquireRow>(this.#sql.acquire, [
-        a.key,
-        a.resource,
-        transactionalDigest(a.payload),
-        a.retrySafety,
-        ttlMs,
-        true,
-      ]);
+      const digest = transactionalDigest(a.payload);
+      const granted = await query<AcquireRow>(this.#sql.txAcquire, [a.key, a.resource, digest]);
       const row = granted.rows[0]!;
-      // A conflict ends the transaction before the binding is looked up on another connection.
-      if (row.o_outcome.startsWith('conflict:')) await rollBack();
-      const acquisition = await this.#acquisition(a, ttlMs, row, true);
-      switch (acquisition.outcome) {
-        case 'applied':
-          break;
-        case 'uncertain':
-          await commit();
-          return {
-            outcome: 'uncertain',
-            reason: acquisition.reason,
-            error: new OutcomeUnknownError(a.key, a.resource, acquisition.reason),
-          };
-        default:
-          // Acquire may have concluded an expired holder on the way: keep that.
-          await commit();
-          return acquisition;
+      if (row.o_outcome !== 'applied') {
+        // A conflict ends the transaction before the binding is looked up on another connection;
+        // anything else keeps what acquire concluded on the way (an expired holder).
+        if (row.o_outcome.startsWith('conflict:')) await rollBack();
+        else await commit();
+        const acquisition = await this.#acquisition(a, ttlMs, row, true);
+        return acquisition.outcome === 'uncertain'
+          ? {
+              outcome: 'uncertain',
+              reason: acquisition.reason,
+              error: new OutcomeUnknownError(a.key, a.resource, acquisition.reason),
+            }
+          : (acquisition as Execution);
       }
-      const { lease } = acquisition;
+      const fence = int(row.o_fence);
       let payload: Uint8Array;
+      let completedAt: number;
       try {
         options.signal?.throwIfAborted();
         const result = await work({
           tx: client,
           key: a.key,
-          fence: lease.fence,
-          lease,
+          fence,
           signal: options.signal ?? new AbortController().signal,
         });
         payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
-        const completed = await query<{ o_outcome: string }>(this.#sql.complete, [
-          a.key,
-          a.resource,
-          lease.fence,
-          asBuffer(payload),
-        ]);
-        this.#expect(completed.rows[0]!.o_outcome, 'completed', a.resource, lease);
+        const completed = await query<{ o_outcome: string; o_at_ms: string }>(
+          this.#sql.txComplete,
+          [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload)],
+        );
+        if (completed.rows[0]!.o_outcome !== 'completed') {
+          await rollBack();
+          return { outcome: 'failed', error: await this.#conflict(a, true) };
+        }
+        completedAt = int(completed.rows[0]!.o_at_ms);
       } catch (error) {
         // Before commit nothing is visible to anyone: rolled back, the effect did not happen.
         await rollBack();
@@ -264,6 +258,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           ),
         };
       }
+      // The lease ended with the commit that recorded the result.
+      const lease = { resource: a.resource, fence, ttlMs, expiresAt: completedAt };
       return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
     } finally {
       client.off('error', onError);
@@ -297,16 +293,20 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       case 'uncertain':
         return { outcome: 'uncertain', reason: row.o_reason ?? '' };
       case 'conflict:resource':
-        throw new KeyConflictError(a.key, 'resource');
-      case 'conflict:payload': {
-        const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
-        const rows = await this.#rows<{ digest: Buffer }>('digest', [a.key]);
-        const mode = rows[0]?.digest.equals(other) === true;
-        throw new KeyConflictError(a.key, mode ? 'transactional' : 'payload');
-      }
+      case 'conflict:payload':
+        throw await this.#conflict(a, transactional);
       default:
         throw new UnknownOutcomeError(row.o_outcome);
     }
+  }
+
+  /** Which part of the key's binding differs: its resource, the other execution mode, or the payload. */
+  async #conflict(a: Required<Action>, transactional: boolean): Promise<KeyConflictError> {
+    const rows = await this.#rows<{ resource: string; digest: Buffer }>('binding', [a.key]);
+    const bound = rows[0];
+    if (bound && bound.resource !== a.resource) return new KeyConflictError(a.key, 'resource');
+    const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
+    return new KeyConflictError(a.key, bound?.digest.equals(other) ? 'transactional' : 'payload');
   }
 
   async renew(
