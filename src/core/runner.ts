@@ -170,7 +170,7 @@ export class Runner {
           reason: acquisition.reason,
           error: new OutcomeUncertainError(checked.key, checked.resource, acquisition.reason),
         };
-      case 'applied':
+      case 'granted':
         break;
       default:
         throw new UnexpectedStoreAnswerError((acquisition as { outcome: unknown }).outcome);

@@ -24,10 +24,14 @@ export type RetrySafety = 'unknown' | 'safe' | 'unsafe';
 
 /**
  * The store's verdict for one acquire. Four answers, because the caller must
- * act differently on each: do it, take the stored result, back off and retry,
- * or stop until a reconcile decides.
+ * act differently on each: `granted` (the lease is yours: apply now), take the
+ * stored result, back off and retry, or stop until a reconcile decides.
+ * `applied` is kept for what happened after apply (an Execution's outcome).
  */
-export type Outcome = 'applied' | 'replayed' | 'contended' | 'uncertain';
+export type AcquireOutcome = 'granted' | 'replayed' | 'contended' | 'uncertain';
+
+/** @deprecated Renamed {@link AcquireOutcome}; a grant is `'granted'`, no longer `'applied'`. */
+export type Outcome = AcquireOutcome;
 
 /** One side effect to be applied at most once. */
 export interface Action {
@@ -80,7 +84,7 @@ export type KeyState = 'free' | 'held' | 'applying' | 'done' | 'uncertain';
 
 /** The answer to `Store.acquire`. */
 export type Acquisition =
-  | { outcome: 'applied'; lease: Lease }
+  | { outcome: 'granted'; lease: Lease }
   | { outcome: 'replayed'; result: Result }
   | { outcome: 'contended'; retryAfterMs: number }
   | { outcome: 'uncertain'; reason: string };

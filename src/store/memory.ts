@@ -118,7 +118,7 @@ export class MemoryStore implements Store {
     row.retrySafety = a.retrySafety;
     this.#transition(row, options.applying ? 'applying' : 'held', 'granted', 'acquire');
     return {
-      outcome: 'applied',
+      outcome: 'granted',
       lease: { resource: a.resource, fence: resource.fence, ttlMs, expiresAt: now + ttlMs },
     };
   }

@@ -131,7 +131,7 @@ describe('sideeffect CLI against Postgres', () => {
   it('resolve of a key that is not uncertain is refused and changes nothing', async () => {
     const free = { key: 'order-free/charge', resource: 'card-free' };
     const lease = await store.acquire(free, 30_000);
-    if (lease.outcome === 'applied') await store.release(free, lease.lease);
+    if (lease.outcome === 'granted') await store.release(free, lease.lease);
     const refused = await cli(['resolve', free.key, '--not-applied', '--reason', 'x']);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/not uncertain \(state: free\)/);

@@ -54,7 +54,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
 
     async function grant(a: Action, applying = true): Promise<Lease> {
       const acq = await store.acquire(a, TTL, { applying });
-      if (acq.outcome !== 'applied') throw new Error(`expected a grant, got ${acq.outcome}`);
+      if (acq.outcome !== 'granted') throw new Error(`expected a grant, got ${acq.outcome}`);
       return acq.lease;
     }
 
@@ -62,8 +62,8 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
       it('grants a free key with fence 1 and a lease judged by the store clock', async () => {
         const a = action();
         const acq = await store.acquire(a, TTL);
-        expect(acq.outcome).toBe('applied');
-        if (acq.outcome !== 'applied') return;
+        expect(acq.outcome).toBe('granted');
+        if (acq.outcome !== 'granted') return;
         expect(acq.lease.fence).toBe(1);
         expect(acq.lease.resource).toBe(a.resource);
         expect(acq.lease.ttlMs).toBe(TTL);
@@ -194,7 +194,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         await h.advance(TTL + 1);
         if (path === 'same key') {
           const acq = await store.acquire({ ...a, retrySafety: newcomer }, TTL, { applying: true });
-          return acq.outcome === 'applied' ? 'free' : acq.outcome;
+          return acq.outcome === 'granted' ? 'free' : acq.outcome;
         }
         if (path === 'takeover')
           await grant(action({ resource: a.resource, retrySafety: newcomer }));
@@ -349,7 +349,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         await store.markUncertain(a, lease, 'timeout again');
         expect((await store.inspect(a.key))?.reason).toBe('timeout');
         expect((await store.acquire(action({ resource: a.resource }), TTL)).outcome).toBe(
-          'applied',
+          'granted',
         );
       });
 

@@ -136,7 +136,7 @@ async function checkSequence(
         expected = model.acquire(a.key, TTL, op.applying);
         actual = await answer(async () => {
           const acq = await store.acquire(a, TTL, { applying: op.applying });
-          if (acq.outcome === 'applied') {
+          if (acq.outcome === 'granted') {
             leases[k]!.push(acq.lease);
             // At most one live holder: a grant only once the previous lease ran out or ended.
             const grantedAt = acq.lease.expiresAt - TTL;

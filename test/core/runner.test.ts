@@ -108,7 +108,7 @@ describe('Runner.execute', () => {
       expect(retry.outcome).toBe('uncertain');
       expect(called).toBe(false);
       expect((await store.acquire({ key: 'next', resource: a.resource }, TTL)).outcome).toBe(
-        'applied',
+        'granted',
       );
     },
   );
@@ -227,7 +227,7 @@ describe('Runner.executeWith', () => {
     const slow = action({ key: 'slow' });
     const fast = { key: 'fast', resource: slow.resource };
     const stale = await store.acquire(slow, TTL, { applying: true });
-    if (stale.outcome !== 'applied') throw new Error('setup');
+    if (stale.outcome !== 'granted') throw new Error('setup');
     advance(TTL + 1);
     const fresh = await new Runner(store, { ttlMs: TTL }).execute(fast, async ({ lease }) =>
       sink.writeFenced(fast.resource, lease.fence, async () => {

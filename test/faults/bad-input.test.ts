@@ -68,16 +68,16 @@ beforeAll(async () => {
   h = await startHarness('faults-input', { store, effects: {}, ttlMs: TTL });
 
   const granted = await store.acquire(uncertain, TTL, { applying: true });
-  if (granted.outcome !== 'applied') throw new Error('setup: no grant');
+  if (granted.outcome !== 'granted') throw new Error('setup: no grant');
   lease = granted.lease;
   await store.markUncertain(uncertain, lease, 'test: the gateway timed out');
   const runner = new Runner(store, { ttlMs: TTL });
   await runner.execute(done, async () => encodeJson({ receipt: 'r-1' }));
   const held = await store.acquire(free, TTL);
-  if (held.outcome !== 'applied') throw new Error('setup: no grant');
+  if (held.outcome !== 'granted') throw new Error('setup: no grant');
   await store.release(free, held.lease);
   const other = await store.acquire(contested, TTL, { applying: true });
-  if (other.outcome !== 'applied') throw new Error('setup: no grant');
+  if (other.outcome !== 'granted') throw new Error('setup: no grant');
   await store.markUncertain(contested, other.lease, 'test: the gateway timed out');
   for (const action of [uncertain, contested]) {
     await h.client.workflow.start('ReconcileWorkflow', {

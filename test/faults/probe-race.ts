@@ -39,7 +39,7 @@ export async function probeRace(fenced: boolean): Promise<ProbeRace> {
 
     // 1. Worker A is granted the key and starts applying, then pauses (GC, SIGSTOP) before writing.
     const a = await store.acquire(action, 300, { applying: true });
-    if (a.outcome !== 'applied') throw new Error(`A: ${a.outcome}`);
+    if (a.outcome !== 'granted') throw new Error(`A: ${a.outcome}`);
     await new Promise((resolve) => setTimeout(resolve, 500)); // A's lease runs out meanwhile
     // 2. The activity is retried on worker B: the key is uncertain ("lease lost during apply").
     const b1 = await store.acquire(action, 10_000, { applying: true });
@@ -61,7 +61,7 @@ export async function probeRace(fenced: boolean): Promise<ProbeRace> {
     steps.push(`A's late write with fence ${a.lease.fence}: ${lateWrite}`);
     // 5. The workflow re-runs the effect, as told: B is granted a newer fence and writes.
     const b2 = await store.acquire(action, 10_000, { applying: true });
-    if (b2.outcome !== 'applied') throw new Error(`B: ${b2.outcome}`);
+    if (b2.outcome !== 'granted') throw new Error(`B: ${b2.outcome}`);
     await write(b2.lease.fence, 2);
     await store.complete(action, b2.lease, { payload: new TextEncoder().encode('{}') });
     steps.push(`B's re-run with fence ${b2.lease.fence}: written, completed`);

@@ -97,7 +97,7 @@ describe('ReadyForQuery and FATAL in one chunk', () => {
       await expect(store.acquire(action, 10_000)).rejects.toBeInstanceOf(StoreUnavailableError);
       const direct = new PgStore({ pool: db.pool, schema: db.schema });
       expect(await direct.inspect(action.key)).toBeUndefined();
-      expect((await store.acquire(action, 10_000)).outcome).toBe('applied');
+      expect((await store.acquire(action, 10_000)).outcome).toBe('granted');
     } finally {
       await pool.end();
     }
@@ -110,7 +110,7 @@ describe('ReadyForQuery and FATAL in one chunk', () => {
       const action = { key: unique('store-pooled'), resource: unique('r') };
       // #1 startup, #2 the isolation check, #3 the acquire's answer, sent with the FATAL.
       proxy.fatalAfterReady(3);
-      expect((await store.acquire(action, 10_000)).outcome).toBe('applied');
+      expect((await store.acquire(action, 10_000)).outcome).toBe('granted');
       expect(pool.totalCount).toBe(0);
       expect((await store.inspect(action.key))?.state).toBe('held');
     } finally {

@@ -68,7 +68,7 @@ async function killWhenWaiting(fn: string): Promise<void> {
 
 async function grantAndRelease(store: Store, a: Action): Promise<void> {
   const acq = await store.acquire(a, TTL);
-  if (acq.outcome !== 'applied') throw new Error(acq.outcome);
+  if (acq.outcome !== 'granted') throw new Error(acq.outcome);
   await store.release(a, acq.lease);
 }
 
@@ -84,7 +84,7 @@ describe('a connection killed mid-operation', () => {
     await unlock();
     expect(await h.store.inspect(a.key)).toBeUndefined();
     // The store still works on the pool's other connections.
-    expect((await h.store.acquire(a, TTL)).outcome).toBe('applied');
+    expect((await h.store.acquire(a, TTL)).outcome).toBe('granted');
   });
 
   it('a killed complete ends uncertain through the Runner, with the cause attached', async () => {

@@ -126,7 +126,7 @@ describe('bad input is refused with a typed error and nothing is written', () =>
       payload: bytes('\\x00 $1 %s'),
     };
     const acq = await h.store.acquire(a, TTL, { applying: true });
-    if (acq.outcome !== 'applied') throw new Error(acq.outcome);
+    if (acq.outcome !== 'granted') throw new Error(acq.outcome);
     await h.store.complete(a, acq.lease, { payload: bytes('ok ✓') });
     expect((await h.store.inspect(a.key))?.resource).toBe(a.resource);
     const replay = await h.store.acquire(a, TTL);
@@ -136,6 +136,6 @@ describe('bad input is refused with a typed error and nothing is written', () =>
 
   it('a payload exactly at the limit is accepted', async () => {
     const a: Action = { key: 'at-limit', resource: 'at-limit', payload: new Uint8Array(64) };
-    expect((await h.store.acquire(a, TTL)).outcome).toBe('applied');
+    expect((await h.store.acquire(a, TTL)).outcome).toBe('granted');
   });
 });

@@ -26,7 +26,7 @@ describe('migrate', () => {
       expect(runs.flat()).toEqual(listMigrations().map((m) => m.name));
       expect(await migrate(db.pool, { schema })).toEqual([]);
       const store = new PgStore({ pool: db.pool, schema });
-      expect((await store.acquire({ key: 'k', resource: 'r' }, 1_000)).outcome).toBe('applied');
+      expect((await store.acquire({ key: 'k', resource: 'r' }, 1_000)).outcome).toBe('granted');
     } finally {
       await db.pool.query(`drop schema if exists "${schema.replaceAll('"', '""')}" cascade`);
     }
@@ -82,7 +82,7 @@ describe('0002 upgrades a 0.1.0 schema in place', () => {
       const store = new PgStore({ pool: db.pool, schema });
       const grant = async (a: Action, ttlMs: number, applying: boolean) => {
         const acq = await store.acquire(a, ttlMs, { applying });
-        if (acq.outcome !== 'applied') throw new Error(acq.outcome);
+        if (acq.outcome !== 'granted') throw new Error(acq.outcome);
         return acq.lease;
       };
       // Data written by the 0.1.0 functions.
@@ -130,7 +130,7 @@ describe('0002 upgrades a 0.1.0 schema in place', () => {
         `select o_outcome from "${schema}".resolve_uncertain('dead', false, null, 'old worker', 'v0.1.0')`,
       );
       expect(rows[0].o_outcome).toBe('resolved');
-      expect((await store.acquire(dead, 10_000)).outcome).toBe('applied');
+      expect((await store.acquire(dead, 10_000)).outcome).toBe('granted');
     } finally {
       await db.pool.query(`drop schema if exists "${schema}" cascade`);
     }

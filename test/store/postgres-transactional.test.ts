@@ -66,7 +66,7 @@ describe('PgStore transactional effects', () => {
     expect((await h.store.events(a.key)).map((e) => `${e.from}->${e.to}`)).toEqual(['free->done']);
     // The resource is free again: a plain acquire of another key is granted.
     const next = await h.store.acquire({ key: `${a.key}-next`, resource: a.resource }, TTL);
-    expect(next.outcome).toBe('applied');
+    expect(next.outcome).toBe('granted');
   });
 
   it('replays a done key with the stored result and never runs the effect again', async () => {
@@ -124,7 +124,7 @@ describe('PgStore transactional effects', () => {
   it('a resource held by a live lease answers contended without running the effect', async () => {
     const a = action();
     const other = await h.store.acquire({ key: `${a.key}-holder`, resource: a.resource }, TTL);
-    expect(other.outcome).toBe('applied');
+    expect(other.outcome).toBe('granted');
     let ran = false;
     const contended = await runner.executeInTransaction(a, async () => {
       ran = true;
@@ -140,7 +140,7 @@ describe('PgStore transactional effects', () => {
     const a = action();
     const holder = { key: `${a.key}-holder`, resource: a.resource };
     const held = await h.store.acquire(holder, TTL, { applying: true });
-    if (held.outcome !== 'applied') throw new Error(held.outcome);
+    if (held.outcome !== 'granted') throw new Error(held.outcome);
     await h.advance(TTL + 1);
     const taken = await runner.executeInTransaction(a, insert(a.key));
     expect(taken.outcome).toBe('applied');
@@ -150,7 +150,7 @@ describe('PgStore transactional effects', () => {
       reason: 'lease lost during apply',
     });
     const after = await h.store.acquire({ key: `${a.key}-after`, resource: a.resource }, TTL);
-    if (after.outcome !== 'applied') throw new Error(after.outcome);
+    if (after.outcome !== 'granted') throw new Error(after.outcome);
     expect(after.lease.fence).toBe(held.lease.fence + 2);
   });
 

@@ -275,7 +275,7 @@ describe('reconciling an uncertain side effect', () => {
     const action = { key, resource: status.resource, payload: encodeJson(order).payload };
     await store.resolveUncertain(key, { applied: false, reason: 'elsewhere', fence: episode });
     const regrant = await store.acquire(action, 5_000, { applying: true });
-    if (regrant.outcome !== 'applied') throw new Error(regrant.outcome);
+    if (regrant.outcome !== 'granted') throw new Error(regrant.outcome);
     await store.markUncertain(action, regrant.lease, 'response lost again');
 
     // A verdict without a fence is attached to this run's episode and refused as stale.

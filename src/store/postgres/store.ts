@@ -291,9 +291,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     transactional: boolean,
   ): Promise<Acquisition> {
     switch (row.o_outcome) {
-      case 'applied':
+      case 'applied': // the schema's word for a grant (frozen in 0001_init.sql)
         return {
-          outcome: 'applied',
+          outcome: 'granted',
           lease: {
             resource: a.resource,
             fence: int(row.o_fence),
