@@ -1,5 +1,6 @@
 import { Runtime } from '@temporalio/worker';
 import type { SideEffectActivities } from '../activities/index.js';
+import { libraryActivityNames } from '../workflows/protocol.js';
 
 /** Runs sweepAndReconcile on a timer, one at a time; a failed sweep is logged and retried at the next tick. */
 export class Sweeper {
@@ -8,8 +9,7 @@ export class Sweeper {
 
   constructor(activities: SideEffectActivities, everyMs: number) {
     this.#timer = setInterval(() => {
-      this.#running ??= activities
-        .sweepAndReconcile()
+      this.#running ??= activities[libraryActivityNames.sweepAndReconcile]()
         .then(
           () => {},
           (error: unknown) =>

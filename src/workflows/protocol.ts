@@ -133,8 +133,39 @@ export const subscribeSignal = defineSignal<[Subscription]>('subscribe');
 /** The verdict, sent to every subscribed workflow; `sideEffect()` waits for it. */
 export const reconciledSignal = defineSignal<[Reconciled]>('reconciled');
 
+/**
+ * Activity types of the library's own activities, prefixed so they cannot
+ * collide with the host's activities on a shared Worker.
+ */
+export const libraryActivityNames = {
+  ensureReconcile: 'sideeffect.ensureReconcile',
+  inspectKey: 'sideeffect.inspectKey',
+  resolveKey: 'sideeffect.resolveKey',
+  sweepAndReconcile: 'sideeffect.sweepAndReconcile',
+} as const;
+
+/**
+ * The 0.1.0 activity types. Workflows started by 0.1.0 keep scheduling them
+ * (their histories say so), so workers register them as aliases until those
+ * runs are gone.
+ */
+export const legacyActivityNames = {
+  ensureReconcile: 'ensureReconcile',
+  inspectKey: 'inspectKey',
+  resolveKey: 'resolveKey',
+} as const;
+
 /** Activity type of an effect's probe. */
-export const probeActivityName = (effect: string): string => `probe:${effect}`;
+export const probeActivityName = (effect: string): string => `sideeffect.probe.${effect}`;
+
+/** The 0.1.0 activity type of an effect's probe, registered as an alias like {@link legacyActivityNames}. */
+export const legacyProbeActivityName = (effect: string): string => `probe:${effect}`;
+
+/**
+ * Patch id that moved the workflows from the 0.1.0 activity types to the
+ * prefixed ones: a run that started without it keeps the old types on replay.
+ */
+export const namespacedActivitiesPatch = 'sideeffect.namespaced-activities';
 
 /**
  * The search attributes a ReconcileWorkflow keeps (all Keyword; register them
