@@ -1,4 +1,4 @@
-import type { Client } from '@temporalio/client';
+import type { Client, OperatorService } from '@temporalio/client';
 import { searchAttributeKeys } from '../workflows/protocol.js';
 
 /** The names of the search attributes ReconcileWorkflow upserts. */
@@ -15,9 +15,10 @@ export async function missingSearchAttributes(
   client: Client,
   namespace: string,
 ): Promise<string[]> {
-  const { customAttributes } = await client.connection.operatorService.listSearchAttributes({
-    namespace,
-  });
+  // Typed structurally: ConnectionLike only declares operatorService since SDK 1.15, every connection has it.
+  const { operatorService } = client.connection as { operatorService?: OperatorService };
+  if (!operatorService) throw new Error('the Client connection has no operator service');
+  const { customAttributes } = await operatorService.listSearchAttributes({ namespace });
   return searchAttributeNames.filter((name) => customAttributes?.[name] === undefined);
 }
 
