@@ -12,7 +12,7 @@ import { Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import pg from 'pg';
 import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
-import { createWorker } from '../src/worker/index.js';
+import { clusterSettings, createWorker } from '../src/worker/index.js';
 import {
   reconcileWorkflowId,
   type SideEffectOutcome,
@@ -20,7 +20,9 @@ import {
 } from '../src/workflows/index.js';
 import { type Charge, type ChargeInput, chargeEffect } from './effects.js';
 
-const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
+/** Temporal's standard client configuration: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS, TEMPORAL_PROFILE. */
+const TEMPORAL = clusterSettings();
+const TEMPORAL_ADDRESS = TEMPORAL.connectionOptions.address;
 const UI = process.env.TEMPORAL_UI_URL || 'http://localhost:8233';
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const SCHEMA = process.env.SIDEEFFECT_SCHEMA || 'sideeffect';
@@ -47,7 +49,6 @@ async function main(): Promise<void> {
   const store = new PgStore({ pool, schema: SCHEMA });
   const bank = new PgFencedSink({ pool, schema: SCHEMA });
   const worker = await createWorker({
-    address: TEMPORAL_ADDRESS,
     taskQueue: TASK_QUEUE,
     store,
     effects: { charge: chargeEffect(bank, bankTable) },
@@ -138,7 +139,7 @@ async function main(): Promise<void> {
   );
   say();
   say(
-    `  1. Open   ${UI}/namespaces/default/workflows/${encodeURIComponent(reconcileWorkflowId(key))}`,
+    `  1. Open   ${UI}/namespaces/${TEMPORAL.namespace}/workflows/${encodeURIComponent(reconcileWorkflowId(key))}`,
   );
   say(
     `  2. Check  the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
@@ -203,7 +204,7 @@ async function ensureTemporal(): Promise<void> {
 async function temporalAnswers(): Promise<boolean> {
   try {
     const connection = await Connection.connect({
-      address: TEMPORAL_ADDRESS,
+      ...TEMPORAL.connectionOptions,
       connectTimeout: 2_000,
     });
     try {

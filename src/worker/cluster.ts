@@ -3,7 +3,7 @@ import type { NativeConnectionOptions } from '@temporalio/worker';
 
 /** Overrides of what Temporal's client configuration says; each wins over the profile and the environment. */
 export interface ClusterOptions {
-  /** Frontend `host:port`. Default: `TEMPORAL_ADDRESS`, then the profile, then `localhost:7233`. */
+  /** Frontend `host:port`. Default: `TEMPORAL_ADDRESS`, then the profile, then `127.0.0.1:7233` (the dev server). */
   address?: string;
   /** Default: `TEMPORAL_NAMESPACE`, then the profile, then `default`. */
   namespace?: string;
@@ -45,7 +45,7 @@ export function clusterSettings(options: ClusterOptions = {}): ClusterSettings {
   return {
     connectionOptions: {
       ...connectionOptions,
-      address: options.address ?? connectionOptions.address ?? 'localhost:7233',
+      address: options.address ?? connectionOptions.address ?? '127.0.0.1:7233',
     },
     namespace: options.namespace ?? loaded.namespace ?? 'default',
   };

@@ -9,9 +9,21 @@ const { createWorker, SideEffectPlugin, clusterSettings } = require('sideeffect/
 const { sideEffect, ReconcileWorkflow } = require('sideeffect/workflows');
 
 (async () => {
-  for (const exported of [defineEffect, PgStore, migrate, fanInLimit, createWorker, SideEffectPlugin, sideEffect, ReconcileWorkflow])
+  for (const exported of [
+    defineEffect,
+    PgStore,
+    migrate,
+    fanInLimit,
+    createWorker,
+    SideEffectPlugin,
+    sideEffect,
+    ReconcileWorkflow,
+  ])
     assert.equal(typeof exported, 'function');
-  assert.equal(clusterSettings({ env: { TEMPORAL_ADDRESS: 'example:7233' } }).connectionOptions.address, 'example:7233');
+  assert.equal(
+    clusterSettings({ env: { TEMPORAL_ADDRESS: 'example:7233' } }).connectionOptions.address,
+    'example:7233',
+  );
   const runner = new Runner(new MemoryStore(), { ttlMs: 1_000 });
   const action = { key: 'cjs/1', resource: 'r' };
   let applied = 0;
@@ -21,7 +33,9 @@ const { sideEffect, ReconcileWorkflow } = require('sideeffect/workflows');
   };
   const first = await runner.execute(action, apply);
   const second = await runner.execute(action, apply);
-  process.stdout.write(`${JSON.stringify({ first: first.outcome, second: second.outcome, applied })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ first: first.outcome, second: second.outcome, applied })}\n`,
+  );
 })().catch((error) => {
   process.stderr.write(`${error.stack}\n`);
   process.exit(1);

@@ -49,24 +49,33 @@ const worker = await Worker.create({
   taskQueue,
   workflowBundle: bundle,
   activities: { greet: async () => 'hello' },
-  plugins: [new SideEffectPlugin({ store, effects: { charge }, ttlMs: 5_000, client, sweepEveryMs: 0 })],
+  plugins: [
+    new SideEffectPlugin({ store, effects: { charge }, ttlMs: 5_000, client, sweepEveryMs: 0 }),
+  ],
 });
 
 const workflowId = `${taskQueue}-pay`;
 const key = `${workflowId}/charge`;
 let summary;
 await worker.runUntil(async () => {
-  const handle = await client.workflow.start('Pay', { taskQueue, workflowId, args: [{ card: '4242' }] });
+  const handle = await client.workflow.start('Pay', {
+    taskQueue,
+    workflowId,
+    args: [{ card: '4242' }],
+  });
   const reconcile = client.workflow.getHandle(reconcileWorkflowId(key));
   const deadline = Date.now() + 120_000;
   let status;
   while (status?.state !== 'waiting') {
-    if (Date.now() > deadline) throw new Error(`reconcile/${key} never waited: ${JSON.stringify(status)}`);
+    if (Date.now() > deadline)
+      throw new Error(`reconcile/${key} never waited: ${JSON.stringify(status)}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
     status = await reconcile.query(statusQuery).catch(() => undefined);
   }
   const stateBefore = (await store.inspect(key))?.state;
-  const cli = fileURLToPath(new URL('./node_modules/sideeffect/bin/sideeffect.js', import.meta.url));
+  const cli = fileURLToPath(
+    new URL('./node_modules/sideeffect/bin/sideeffect.js', import.meta.url),
+  );
   const resolved = await promisify(execFile)(process.execPath, [
     cli,
     'resolve',
@@ -79,7 +88,12 @@ await worker.runUntil(async () => {
     '--json',
   ]);
   const result = await handle.result();
-  summary = { stateBefore, cli: JSON.parse(resolved.stdout), result, stateAfter: (await store.inspect(key))?.state };
+  summary = {
+    stateBefore,
+    cli: JSON.parse(resolved.stdout),
+    result,
+    stateAfter: (await store.inspect(key))?.state,
+  };
 });
 await nativeConnection.close();
 await connection.close();
