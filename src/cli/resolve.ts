@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
 import {
+  CLI_UPDATE_ID_PREFIX,
   type ReconcileResolution,
   type ResolveInput,
   reconcileWorkflowId,
@@ -37,7 +39,10 @@ export async function resolveKey(options: {
     try {
       const final = await client.workflow
         .getHandle(reconcileWorkflowId(key))
-        .executeUpdate(resolveUpdate, { args: [input] });
+        .executeUpdate(resolveUpdate, {
+          args: [input],
+          updateId: `${CLI_UPDATE_ID_PREFIX}${randomUUID()}`,
+        });
       return report('workflow', input, final, sameVerdict(input, final));
     } catch (error) {
       // The workflow closed between the check and the update: the store has the verdict.

@@ -21,6 +21,7 @@ import type {
   Result,
   RetrySafety,
   SweepReport,
+  UncertainBacklog,
 } from '../../core/types.js';
 import {
   checkAction,
@@ -79,6 +80,9 @@ const SQL = {
     s: string,
   ) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at asc limit $2`,
+  uncertainBacklog: (s: string) => `select count(*) as count,
+    coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
+    from ${s}.keys where state = 'uncertain'`,
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
     ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
 };
@@ -290,6 +294,11 @@ export class PgStore implements Store {
       actor: row.actor,
       at: int(row.at_ms),
     }));
+  }
+
+  async uncertainBacklog(): Promise<UncertainBacklog> {
+    const row = await this.#one<{ count: string; oldest_age_ms: string }>('uncertainBacklog', []);
+    return { count: int(row.count), oldestAgeMs: Math.max(0, int(row.oldest_age_ms)) };
   }
 
   async purge(options: { olderThanMs: number }): Promise<number> {
