@@ -144,10 +144,12 @@ export const verdictJson = (input: ResolveInput): string => JSON.stringify(input
 /**
  * The visibility query for ReconcileWorkflows waiting for a person, on one
  * resource or on all: what `temporal workflow signal --query` batches over and
- * what a saved view in the UI lists.
+ * what a saved view in the UI lists. `ExecutionStatus="Running"` keeps out a
+ * run terminated while waiting (its SideEffectState stays `waiting`), which a
+ * batch signal would count as a failure.
  */
 export function waitingQuery(resource?: string): string {
-  const waiting = `WorkflowType="ReconcileWorkflow" AND ${searchAttributeKeys.state.name}="waiting"`;
+  const waiting = `WorkflowType="ReconcileWorkflow" AND ExecutionStatus="Running" AND ${searchAttributeKeys.state.name}="waiting"`;
   if (resource === undefined) return waiting;
   return `${waiting} AND ${searchAttributeKeys.resource.name}=${JSON.stringify(resource)}`;
 }
