@@ -107,7 +107,7 @@ describe('batch verdicts through Temporal batch signal', () => {
     // Every key on A is decided by the signal, in its own workflow and in the store.
     for (const key of onA) {
       const resolution = (await harness.reconcile(key).result()) as ReconcileResolution;
-      expect(resolution).toEqual({ key, applied: false, ...verdict, decidedBy: 'signal' });
+      expect(resolution).toEqual({ key, ...verdict, decidedBy: 'signal' });
       expect((await store.inspect(key))?.state).toBe('free');
       expect((await store.events(key)).at(-1)).toMatchObject({
         from: 'uncertain',
