@@ -12,11 +12,11 @@ export const RECONCILES_OPENED_METRIC = 'sideeffect_reconciles_opened';
 /** Counter, labels `decided_by`, `verdict`: reconciles closed, by who decided. */
 export const RECONCILES_RESOLVED_METRIC = 'sideeffect_reconciles_resolved';
 /** Histogram (seconds): from the reconcile's start to its verdict. */
-export const TIME_TO_RESOLUTION_METRIC = 'sideeffect_time_to_resolution';
+export const TIME_TO_RESOLUTION_METRIC = 'sideeffect_time_to_resolution_seconds';
 /** Gauge: uncertain keys in the store now (set by the sweeper). */
 export const UNCERTAIN_OPEN_METRIC = 'sideeffect_uncertain_open';
 /** Gauge (seconds): how long the oldest uncertain key has waited, 0 when none (set by the sweeper). */
-export const UNCERTAIN_OLDEST_AGE_METRIC = 'sideeffect_uncertain_oldest_age';
+export const UNCERTAIN_OLDEST_AGE_METRIC = 'sideeffect_uncertain_oldest_age_seconds';
 
 /**
  * How a guarded call ended, as the `outcome` label: the Runner's four
