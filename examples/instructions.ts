@@ -33,11 +33,16 @@ export interface Instructions {
 export function resolveInstructions(input: InstructionsInput): Instructions {
   const { uiUrl, namespace, key, resource, verdict, downstream } = input;
   const pasteable = verdictJson(verdict);
-  const notApplied = { applied: false, reason: 'not in the bank export', by: verdict.by ?? 'you' };
+  const by = verdict.by ?? 'you';
+  const fence = verdict.fence === undefined ? {} : { fence: verdict.fence };
+  const notApplied = { applied: false, reason: 'not in the bank export', by, ...fence };
+  // A batch verdict names no episode: each ReconcileWorkflow applies it to the one it judges.
+  const batchVerdict = { applied: false, reason: 'not in the bank export', by };
   const workflowId = reconcileWorkflowId(key);
-  const cliVerdict = verdict.applied
-    ? `--applied --result '${JSON.stringify(verdict.result ?? null)}'`
-    : '--not-applied';
+  const cliVerdict =
+    (verdict.applied
+      ? `--applied --result '${JSON.stringify(verdict.result ?? null)}'`
+      : '--not-applied') + (verdict.fence === undefined ? '' : ` --fence ${verdict.fence}`);
   const text = [
     'A person decides, in the Temporal UI:',
     '',
@@ -56,7 +61,7 @@ export function resolveInstructions(input: InstructionsInput): Instructions {
     `After an outage, every key waiting on ${resource} at once (the same verdict for each, so only "not applied"`,
     'or a result nobody reads; per-key results go in a file, one JSON verdict a line):',
     `    temporal workflow signal --query '${waitingQuery(resource)}' \\`,
-    `      --name resolve --input '${JSON.stringify(notApplied)}' --reason "gateway outage" --yes`,
+    `      --name resolve --input '${JSON.stringify(batchVerdict)}' --reason "gateway outage" --yes`,
     `    npm run sideeffect -- resolve --resource '${resource}' --not-applied --reason "not in the bank export" --dry-run`,
     '    npm run sideeffect -- resolve --from-file verdicts.jsonl',
   ].join('\n');

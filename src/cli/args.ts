@@ -6,7 +6,8 @@ import { HELP, UsageError } from './usage.js';
 /** A parsed command line; every field is checked, so commands never see malformed input. */
 export type Command =
   | { name: 'help'; topic: string }
-  | { name: 'migrate'; json: boolean }
+  | { name: 'version' }
+  | { name: 'migrate'; json: boolean; printSql: boolean }
   | { name: 'list'; json: boolean; state?: KeyState; limit: number }
   | { name: 'show'; json: boolean; key: string }
   | {
@@ -17,6 +18,7 @@ export type Command =
       reason: string;
       result: unknown;
       by: string;
+      fence?: number;
     }
   | {
       name: 'resolve-batch';
@@ -33,6 +35,7 @@ export type Command =
 
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
+  migrate: ['print-sql'],
   list: ['state', 'limit'],
   resolve: [
     'applied',
@@ -40,6 +43,7 @@ const OPTIONS: Record<string, string[]> = {
     'reason',
     'result',
     'by',
+    'fence',
     'resource',
     'older-than',
     'newer-than',
@@ -54,6 +58,7 @@ const VALUED = new Set([
   '--reason',
   '--result',
   '--by',
+  '--fence',
   '--older-than',
   '--newer-than',
   '--resource',
@@ -65,6 +70,7 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help')
     return { name: 'help', topic: 'main' };
+  if (name === '--version' || name === '-v' || name === 'version') return { name: 'version' };
   const help = HELP[name];
   if (!help || name === 'main') throw new UsageError(`unknown command "${name}"`, HELP.main!);
   const { values, positionals } = parse(rest, help);
@@ -85,6 +91,8 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
   };
   switch (name) {
     case 'migrate':
+      none();
+      return { name, json, printSql: values['print-sql'] === true };
     case 'stats':
       none();
       return { name, json };
@@ -128,7 +136,15 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
         }
       }
       const by = typeof values.by === 'string' && values.by ? values.by : user;
-      return { name, json, key, applied: values.applied === true, reason, result, by };
+      const resolve = { name, json, key, applied: values.applied === true, reason, result, by };
+      if (values.fence === undefined) return resolve;
+      const fence = Number(values.fence);
+      if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
+        throw new UsageError(
+          '--fence must be the fence of the uncertain attempt (a positive integer)',
+          help,
+        );
+      return { ...resolve, fence };
     }
     case 'purge': {
       none();
@@ -158,7 +174,15 @@ function parseBatch(
   if (values.resource !== undefined && values['from-file'] !== undefined)
     throw new UsageError('give --resource or --from-file, not both', help);
   if (typeof values['from-file'] === 'string') {
-    const perLine = ['applied', 'not-applied', 'reason', 'result', 'older-than', 'newer-than'];
+    const perLine = [
+      'applied',
+      'not-applied',
+      'reason',
+      'result',
+      'fence',
+      'older-than',
+      'newer-than',
+    ];
     const stray = perLine.find((option) => values[option as keyof typeof values] !== undefined);
     if (stray)
       throw new UsageError(
@@ -178,6 +202,11 @@ function parseBatch(
   if (!resource) throw new UsageError('--resource needs a resource name', help);
   if (values.applied === values['not-applied'])
     throw new UsageError('give exactly one of --applied or --not-applied', help);
+  if (values.fence !== undefined)
+    throw new UsageError(
+      '--fence does not go with --resource: each key has its own episode, and a verdict without one judges the current episode',
+      help,
+    );
   if (values.result !== undefined)
     throw new UsageError(
       '--result does not go with --resource: every key would get the same result; put per-key results in --from-file',
@@ -210,6 +239,7 @@ function parse(args: string[], help: string) {
       strict: true,
       options: {
         json: { type: 'boolean' },
+        'print-sql': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
         state: { type: 'string' },
         limit: { type: 'string' },
@@ -218,6 +248,7 @@ function parse(args: string[], help: string) {
         reason: { type: 'string' },
         result: { type: 'string' },
         by: { type: 'string' },
+        fence: { type: 'string' },
         'older-than': { type: 'string' },
         'newer-than': { type: 'string' },
         resource: { type: 'string' },

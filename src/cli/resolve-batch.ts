@@ -157,8 +157,7 @@ export async function resolveBatch(options: {
     const verdict = verdicts[i]!;
     if (dryRun) return dryRunOne(store, verdict.key);
     const { key, fence, ...input } = verdict;
-    const resolution: ResolveInput & { fence?: number } =
-      fence === undefined ? input : { ...input, fence };
+    const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
     const outcome = await resolveKey({ store, client, key, input: resolution });
     return outcome.won ? undefined : { already: outcome.message };
   });

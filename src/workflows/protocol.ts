@@ -55,12 +55,21 @@ export interface EnsureReconcileResponse {
 /** A person's (or program's) verdict, exactly as the Temporal UI's signal form or `temporal workflow signal --input` sends it. */
 export interface ResolveInput {
   applied: boolean;
-  /** The result to record when `applied` (what the effect would have returned); ignored otherwise. */
+  /**
+   * The result to record when `applied` (what the effect would have returned); ignored otherwise.
+   * @default null
+   */
   result?: unknown;
   /** Mandatory: why it was judged so. Stored with the transition. */
   reason: string;
   /** Who decided. */
   by?: string;
+  /**
+   * The episode judged: the fence of the uncertain attempt (`sideeffect show`, the `status`
+   * query). The store refuses a verdict for another episode; the ReconcileWorkflow fills in its
+   * own when this is missing.
+   */
+  fence?: number;
 }
 
 /** Input of `ReconcileWorkflow`. Normally built by the `ensureReconcile` and `sweepAndReconcile` activities. */
@@ -71,10 +80,23 @@ export interface ReconcileInput extends UncertainDetails {
   input?: unknown;
   /** The effect has a `probe:<effect>` activity registered. */
   probe?: boolean;
-  /** How often to log a reminder while nobody decided. Default one hour. */
+  /**
+   * How often to log a reminder while nobody decided.
+   * @default 3_600_000 (1 hour)
+   */
   remindEveryMs?: number;
-  /** Upsert SideEffectState as the workflow moves on. Default true; false where those search attributes are not registered. */
+  /**
+   * Upsert SideEffectState as the workflow moves on; false where those search attributes are not
+   * registered.
+   * @default true
+   */
   searchAttributes?: boolean;
+  /**
+   * The episode this reconcile judges: the fence of the uncertain attempt, from the store's key
+   * record. Attached to every verdict that names none, so a verdict meant for this run cannot
+   * decide a later episode of the key. Absent in runs started before 0.2.0.
+   */
+  fence?: number;
 }
 
 /** How a reconcile ended; the ReconcileWorkflow's result and the Update's answer. */
@@ -100,6 +122,8 @@ export interface ReconcileStatus {
   reason: string;
   effect?: string;
   state: 'checking' | 'probing' | 'waiting' | 'resolving' | 'resolved';
+  /** The episode judged (see {@link ReconcileInput.fence}). */
+  fence?: number;
   waitingSince: string;
   rejected: RejectedResolve[];
   subscribers: string[];
