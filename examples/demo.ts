@@ -20,6 +20,7 @@ import {
   statusQuery,
 } from '../src/workflows/index.js';
 import { type Charge, type ChargeInput, chargeEffect } from './effects.js';
+import { resolveInstructions } from './instructions.js';
 
 const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
 const UI = process.env.TEMPORAL_UI_URL || 'http://localhost:8233';
@@ -132,33 +133,24 @@ async function main(): Promise<void> {
   say(table(['ORDER', 'OUTCOME', 'CHARGE', 'BANK ROWS'], summary));
   say();
   const charges = await bankCharges(key);
-  const verdict = JSON.stringify({ chargeId: charges[0] ?? 'none', attempt: 1 });
   // The episode judged: a verdict that names it cannot decide a later attempt of the same key.
   const fence = status.fence ?? (await store.inspect(key))?.fence;
-  const signal = `{"applied": true, "result": ${verdict}, "reason": "found in the bank ledger", "by": "you", "fence": ${fence}}`;
-  say(
-    'Order D is blocked: retrying it blindly could charge twice. A person decides, in the Temporal UI:',
-  );
-  say();
-  say(
-    `  1. Open   ${UI}/namespaces/default/workflows/${encodeURIComponent(reconcileWorkflowId(key))}`,
-  );
-  say(
-    `  2. Check  the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
-  );
-  say('  3. Click  "More Actions" > "Send a Signal", signal name: resolve, input (paste):');
-  say(`            ${signal}`);
-  say(
-    `            (or {"applied": false, "reason": "...", "by": "you", "fence": ${fence}} if the bank never took it: order D is then charged again)`,
-  );
-  say();
-  say('  or from a terminal:');
-  say(
-    `    npm run sideeffect -- resolve '${key}' --applied --reason "found in the bank ledger" --result '${verdict}' --fence ${fence}`,
-  );
-  say(
-    `    temporal workflow signal --workflow-id '${reconcileWorkflowId(key)}' --name resolve --input '${signal}'`,
-  );
+  say('Order D is blocked: retrying it blindly could charge twice.');
+  const { text } = resolveInstructions({
+    uiUrl: UI,
+    namespace: 'default',
+    key,
+    resource: `card:${run}-3`,
+    verdict: {
+      applied: true,
+      result: { chargeId: charges[0] ?? 'none', attempt: 1 },
+      reason: 'found in the bank ledger',
+      by: 'you',
+      ...(fence === undefined ? {} : { fence }),
+    },
+    downstream: `the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
+  });
+  say(text);
   say();
   say(
     'Waiting for the resolve signal... (Ctrl-C to leave it waiting; the workflow keeps waiting in Temporal)',
