@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
-import { InvalidActionError } from '../core/errors.js';
+import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
 import { Runner } from '../core/runner.js';
-import type { Store } from '../core/store.js';
+import { isTransactionalStore, type Store } from '../core/store.js';
 import { checkTtl } from '../core/validate.js';
 import {
   legacyActivityNames,
@@ -20,6 +20,8 @@ export {
   type EffectContext,
   type ProbeContext,
   type SideEffectDefinition,
+  type TransactionalEffectContext,
+  type TransactionalEffectDefinition,
 } from './effect.js';
 export type { ReconcileActivities, SweepAndReconcileReport } from './reconcile-activities.js';
 
@@ -44,23 +46,35 @@ export interface SideEffectActivitiesOptions {
   client: Client;
   /** The task queue whose workers run ReconcileWorkflow (workflows and the reconcile activities). */
   taskQueue: string;
-  /** Reminder period of a waiting ReconcileWorkflow. Default 1 hour. */
+  /**
+   * Reminder period of a waiting ReconcileWorkflow.
+   * @default 3_600_000 (1 hour)
+   */
   remindEveryMs?: number;
   /**
-   * Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows. Default true; needs
-   * them registered as Keyword. A function is asked at each start: the worker plugin turns it off
-   * (memo-only) when its start-up check finds them missing.
+   * Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows; needs them
+   * registered as Keyword on the namespace. A function is asked at each start: the worker plugin
+   * turns it off (memo-only) when its start-up check finds them missing.
+   * @default true
    */
   searchAttributes?: boolean | (() => boolean);
   /**
    * Also register the 0.1.0 activity types (`ensureReconcile`, `inspectKey`, `resolveKey`,
-   * `probe:<effect>`) that runs started by 0.1.0 still schedule. Default true; turn it off once
-   * no such run is open, or when one of your activities has one of those names.
+   * `probe:<effect>`) that runs started by 0.1.0 still schedule. Turn it off once no such run is
+   * open, or when one of your activities has one of those names.
+   * @default true
    */
   legacyActivityNames?: boolean;
-  /** Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered. Default 100 ms. */
+  /**
+   * Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered.
+   * @default 100
+   */
   minContendedDelayMs?: number;
-  /** At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a backlog is worked through. Default 1000. */
+  /**
+   * At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a
+   * backlog is worked through.
+   * @default 1000
+   */
   sweepLimit?: number;
 }
 
@@ -84,6 +98,15 @@ function isReserved(name: string): boolean {
  * effect: key `<workflowId>/<step>`, lease renewed and heartbeated while apply
  * runs, outcomes mapped to Temporal failures a retry policy handles right
  * (contended retries after the lease, uncertain never retries blindly).
+ * `createWorker` calls it for you; use it to register them on a Worker you build.
+ *
+ * @example
+ * ```ts
+ * const activities = createSideEffectActivities({
+ *   store: new PgStore({ pool }), effects, ttlMs: 30_000, client, taskQueue: 'payments',
+ * });
+ * await Worker.create({ taskQueue: 'payments', activities, workflowsPath });
+ * ```
  */
 export function createSideEffectActivities(
   options: SideEffectActivitiesOptions,
@@ -108,6 +131,8 @@ export function createSideEffectActivities(
   for (const [name, effect] of Object.entries(effects)) {
     if (isReserved(name))
       throw new InvalidActionError('effects', `"${name}" is reserved for the library's activities`);
+    if (effect.transactional && !isTransactionalStore(store))
+      throw new NotTransactionalError(`the store of transactional effect "${name}"`);
     activities[name] = effectActivity(name, effect, { runner, ttlMs, minContendedDelayMs });
     if (effect.probe) {
       const probe = probeActivity(effect, store);

@@ -9,13 +9,15 @@ export type SideEffectErrorCode =
   | 'NO_STORE'
   | 'OUTCOME_UNKNOWN'
   | 'NOT_UNCERTAIN'
+  | 'STALE_VERDICT'
   | 'UNKNOWN_OUTCOME'
   | 'KEY_CONFLICT'
   | 'CONTENDED'
   | 'STORE_UNAVAILABLE'
   | 'MIGRATION_CONFLICT'
   | 'ACTIVITY_NAME_CLASH'
-  | 'SEARCH_ATTRIBUTES_MISSING';
+  | 'SEARCH_ATTRIBUTES_MISSING'
+  | 'NOT_TRANSACTIONAL';
 
 /** Base of every error this library throws on purpose. */
 export abstract class SideEffectError extends Error {
@@ -112,6 +114,29 @@ export class NotUncertainError extends SideEffectError {
   }
 }
 
+/**
+ * A resolution named another episode of the key than the one the store has: it was made about an
+ * earlier uncertain attempt (the key was since resolved, re-applied and became uncertain again),
+ * or about none that exists. Refused, because a verdict judges one attempt: accepted, a "not
+ * applied" from episode 1 would re-run an effect that episode 2 may already have applied.
+ */
+export class StaleVerdictError extends SideEffectError {
+  readonly code = 'STALE_VERDICT';
+  constructor(
+    readonly key: string,
+    /** The episode the verdict was about. */
+    readonly fence: number,
+    /** The key's episode now (the fence of its last grant). */
+    readonly currentFence: number,
+    /** The key's state now. */
+    readonly state: string,
+  ) {
+    super(
+      `verdict for "${key}" judges episode (fence) ${fence}, but the key is at fence ${currentFence} (${state}): not recorded`,
+    );
+  }
+}
+
 /** The store answered with a verdict this version does not know. Surfaced so nobody guesses a default. */
 export class UnknownOutcomeError extends SideEffectError {
   readonly code = 'UNKNOWN_OUTCOME';
@@ -121,16 +146,23 @@ export class UnknownOutcomeError extends SideEffectError {
 }
 
 /**
- * The key is already bound to another resource or other parameters. Reusing a
- * key for a different action would replay the wrong result.
+ * The key is already bound to another resource, other parameters, or the other
+ * execution mode (`transactional`: used once inside a store transaction and once
+ * outside it). Reusing a key for a different action would replay the wrong
+ * result; mixing modes would let an at-most-once attempt and an exactly-once
+ * one judge the same key by different rules.
  */
 export class KeyConflictError extends SideEffectError {
   readonly code = 'KEY_CONFLICT';
   constructor(
     readonly key: string,
-    readonly field: 'resource' | 'payload',
+    readonly field: 'resource' | 'payload' | 'transactional',
   ) {
-    super(`key "${key}" is already bound to a different ${field}`);
+    super(
+      field === 'transactional'
+        ? `key "${key}" is already used by the other execution mode (transactional vs not)`
+        : `key "${key}" is already bound to a different ${field}`,
+    );
   }
 }
 
@@ -173,6 +205,19 @@ export class StoreUnavailableError extends SideEffectError {
  */
 export class MigrationConflictError extends SideEffectError {
   readonly code = 'MIGRATION_CONFLICT';
+}
+
+/**
+ * A transactional effect was asked of a store that cannot run the effect's
+ * statements in its own transaction (only PgStore can). Refused up front: run
+ * outside the store's transaction, the effect would silently lose its
+ * exactly-once guarantee.
+ */
+export class NotTransactionalError extends SideEffectError {
+  readonly code = 'NOT_TRANSACTIONAL';
+  constructor(what = 'this store') {
+    super(`${what} cannot run transactional effects: use PgStore`);
+  }
 }
 
 /**

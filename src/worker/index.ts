@@ -6,6 +6,7 @@ import {
   type WorkflowBundleOption,
 } from '@temporalio/worker';
 import type { SideEffectActivities } from '../activities/index.js';
+import { maskError } from '../core/mask.js';
 import { type ClusterOptions, clusterSettings } from './cluster.js';
 import { SideEffectPlugin, type SideEffectPluginOptions } from './plugin.js';
 
@@ -21,22 +22,31 @@ export {
 export interface CreateWorkerOptions extends SideEffectPluginOptions, Omit<ClusterOptions, 'env'> {
   taskQueue: string;
   /**
-   * A connected NativeConnection for the worker (its namespace is still `namespace`). Otherwise one is
-   * opened from Temporal's client configuration (see {@link clusterSettings}) and closed when `run()` ends.
+   * A connected NativeConnection for the worker (its namespace is still `namespace`).
+   * @default one opened from Temporal's client configuration ({@link clusterSettings}), closed when `run()` ends
    */
   connection?: NativeConnection;
   /**
    * Your workflows module. It must re-export the library's workflows, because a
    * task queue runs one bundle:
    * `export { ReconcileWorkflow } from 'sideeffect/workflows';`.
-   * Default: the library's own module (ReconcileWorkflow only).
+   * @default the library's own module (ReconcileWorkflow only)
    */
   workflowsPath?: string;
-  /** A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule. */
+  /**
+   * A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule.
+   * @default none: `workflowsPath` is bundled at start
+   */
   workflowBundle?: WorkflowBundleOption;
-  /** Your own activities, registered beside the side-effect activities (a name clash fails at start). */
+  /**
+   * Your own activities, registered beside the side-effect activities (a name clash fails at start).
+   * @default none
+   */
   activities?: object;
-  /** Any other Worker option (concurrency, interceptors, identity, your own plugins...). */
+  /**
+   * Any other Worker option (concurrency, interceptors, identity, your own plugins...).
+   * @default the SDK's defaults
+   */
   workerOptions?: Omit<
     WorkerOptions,
     'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowsPath' | 'workflowBundle'
@@ -59,7 +69,20 @@ export interface SideEffectWorker {
  * their own: a Worker with {@link SideEffectPlugin} on a connection read from
  * Temporal's standard client configuration, so no piece of the at-most-once
  * chain (activities, workflows, sweeper, search-attribute check) is left for
- * the host to forget.
+ * the host to forget. Apps with their own Worker add {@link SideEffectPlugin} instead.
+ *
+ * @example
+ * ```ts
+ * await migrate(pool, { schema: 'sideeffect' });
+ * const { run } = await createWorker({
+ *   taskQueue: 'payments',
+ *   store: new PgStore({ pool, schema: 'sideeffect' }),
+ *   effects, // { charge: defineEffect({ resource, apply, probe }) }
+ *   ttlMs: 30_000,
+ *   workflowsPath: fileURLToPath(new URL('./workflows.js', import.meta.url)),
+ * });
+ * await run();
+ * ```
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<SideEffectWorker> {
   const {
@@ -81,11 +104,12 @@ export async function createWorker(options: CreateWorkerOptions): Promise<SideEf
     ...(profile === undefined ? {} : { profile }),
     ...(configFile === undefined ? {} : { configFile }),
   });
-  const connection = given ?? (await NativeConnection.connect(settings.connectionOptions));
+  let connection = given;
   const close = async () => {
-    if (!given) await connection.close().catch(() => {});
+    if (!given) await connection?.close().catch(() => {});
   };
   try {
+    connection ??= await NativeConnection.connect(settings.connectionOptions);
     const plugin = new SideEffectPlugin(pluginOptions);
     const worker = await Worker.create({
       ...workerOptions,
@@ -111,6 +135,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<SideEf
     };
   } catch (error) {
     await close();
-    throw error;
+    // The SDK echoes the address it was given, credentials included: keep them out of logs.
+    throw maskError(error);
   }
 }

@@ -5,7 +5,9 @@
  *   export { ReconcileWorkflow } from 'sideeffect/workflows';
  */
 export { SideEffectFailureType } from './failures.js';
+export * from './metrics.js';
 export {
+  CLI_UPDATE_ID_PREFIX,
   type EffectRequest,
   type EffectResponse,
   type EnsureReconcileRequest,
@@ -32,6 +34,8 @@ export {
   subscribeSignal,
   type UncertainDetails,
   type Verdict,
+  verdictJson,
+  waitingQuery,
 } from './protocol.js';
 export { ReconcileWorkflow, resolveInputError } from './reconcile.js';
 export {
