@@ -4,10 +4,10 @@ import { decodeJson, encodeJson } from '../core/json.js';
 import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
 import type { Store, TransactionContext } from '../core/store.js';
 import type { Action, Result } from '../core/types.js';
+import { SideEffectFailureType } from '../protocol/failures.js';
+import { OUTCOMES_METRIC, type OutcomeLabel } from '../protocol/metrics.js';
+import type { EffectRequest, EffectResponse, ProbeAnswer } from '../protocol/wire.js';
 import { KeyedGate } from '../syncx/index.js';
-import { SideEffectFailureType } from '../workflows/failures.js';
-import { OUTCOMES_METRIC, type OutcomeLabel } from '../workflows/metrics.js';
-import type { EffectRequest, EffectResponse, ProbeAnswer } from '../workflows/protocol.js';
 import type { AnyEffect, SideEffectDefinition } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
 

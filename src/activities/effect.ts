@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Fence, Lease, RetrySafety } from '../core/types.js';
-import type { ProbeAnswer } from '../workflows/protocol.js';
+import type { ProbeAnswer } from '../protocol/wire.js';
 
 /** What an effect's apply gets: the fence for every downstream write, and a signal that fires on lease loss or activity cancellation. */
 export interface EffectContext<P> {

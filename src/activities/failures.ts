@@ -5,7 +5,7 @@ import {
   StaleVerdictError,
   StoreUnavailableError,
 } from '../core/errors.js';
-import { SideEffectFailureType } from '../workflows/failures.js';
+import { SideEffectFailureType } from '../protocol/failures.js';
 
 export function nonRetryable(
   type: string,

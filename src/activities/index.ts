@@ -9,11 +9,12 @@ import {
   libraryActivityNames,
   probeActivityName,
   type ReconcileInput,
-} from '../workflows/protocol.js';
+} from '../protocol/wire.js';
 import type { AnyEffect } from './effect.js';
 import { effectActivity, probeActivity } from './effect-activity.js';
 import { type ReconcileActivities, reconcileActivities } from './reconcile-activities.js';
 
+export type { ProbeAnswer } from '../protocol/wire.js';
 export {
   type AnyEffect,
   defineEffect,

@@ -4,7 +4,7 @@ import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord, UncertainBacklog } from '../core/types.js';
-import { SideEffectFailureType } from '../workflows/failures.js';
+import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   type EnsureReconcileRequest,
   type EnsureReconcileResponse,
@@ -14,7 +14,7 @@ import {
   type Subscription,
   subscribeSignal,
   type Verdict,
-} from '../workflows/protocol.js';
+} from '../protocol/wire.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';

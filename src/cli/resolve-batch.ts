@@ -2,8 +2,9 @@ import { readFile } from 'node:fs/promises';
 import { type Client, WorkflowUpdateFailedError } from '@temporalio/client';
 import { SideEffectError, StoreUnavailableError } from '../core/errors.js';
 import type { Store } from '../core/store.js';
+import { resolveInputError } from '../protocol/resolve-input.js';
+import type { ResolveInput } from '../protocol/wire.js';
 import { fanInLimit } from '../syncx/index.js';
-import type { ResolveInput } from '../workflows/protocol.js';
 import { resolveKey } from './resolve.js';
 import { HELP, UsageError } from './usage.js';
 
@@ -91,16 +92,13 @@ function parseVerdictLine(
   const fields = parsed as Record<string, unknown>;
   const unknown = Object.keys(fields).filter((field) => !FILE_FIELDS.has(field));
   if (unknown.length > 0) fail(`unknown field(s) ${unknown.join(', ')}`);
-  const { key, applied, result, reason, by, fence } = fields;
+  const { key, ...resolve } = fields;
+  const { applied, result, reason, by, fence } = resolve;
   if (typeof key !== 'string' || key.length === 0) fail('"key" must be a non-empty string');
-  if (typeof applied !== 'boolean') fail('"applied" must be true or false');
-  if (typeof reason !== 'string' || reason.trim() === '')
-    fail('"reason" must be a non-empty string');
-  if (by !== undefined && (typeof by !== 'string' || by.trim() === ''))
-    fail('"by" must be a non-empty string');
+  // The same judgement as the ReconcileWorkflow's and the store's: no verdict passes here and is refused later.
+  const invalid = resolveInputError(resolve);
+  if (invalid) fail(invalid);
   if (result !== undefined && !applied) fail('"result" only goes with "applied": true');
-  if (fence !== undefined && (!Number.isSafeInteger(fence) || (fence as number) <= 0))
-    fail('"fence" must be a positive integer');
   const verdict: BatchVerdict = {
     key: key as string,
     applied: applied as boolean,

@@ -5,14 +5,14 @@ import { ApplicationFailure } from '@temporalio/common';
 import { NotUncertainError, StaleVerdictError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
-import { SideEffectFailureType } from '../workflows/failures.js';
+import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   CLI_UPDATE_ID_PREFIX,
   type ReconcileResolution,
   type ResolveInput,
   reconcileWorkflowId,
   resolveUpdate,
-} from '../workflows/protocol.js';
+} from '../protocol/wire.js';
 
 /** How an operator's verdict ended: whether it was the one recorded, and what stands now. */
 export interface ResolveReport {

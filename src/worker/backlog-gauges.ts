@@ -1,6 +1,6 @@
 import { Runtime } from '@temporalio/worker';
 import type { SweepAndReconcileReport } from '../activities/index.js';
-import { UNCERTAIN_OLDEST_AGE_METRIC, UNCERTAIN_OPEN_METRIC } from '../workflows/metrics.js';
+import { UNCERTAIN_OLDEST_AGE_METRIC, UNCERTAIN_OPEN_METRIC } from '../protocol/metrics.js';
 
 /**
  * Publishes the uncertain backlog a sweep saw on the worker Runtime's metric

@@ -1,5 +1,5 @@
 import type { Client, OperatorService } from '@temporalio/client';
-import { searchAttributeKeys } from '../workflows/protocol.js';
+import { searchAttributeKeys } from '../protocol/wire.js';
 
 /** The names of the search attributes ReconcileWorkflow upserts. */
 export const searchAttributeNames: string[] = Object.values(searchAttributeKeys).map(

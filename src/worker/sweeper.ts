@@ -1,6 +1,6 @@
 import { Runtime } from '@temporalio/worker';
 import type { SideEffectActivities } from '../activities/index.js';
-import { libraryActivityNames } from '../workflows/protocol.js';
+import { libraryActivityNames } from '../protocol/wire.js';
 import { publishBacklog } from './backlog-gauges.js';
 
 /** Runs sweepAndReconcile on a timer, one at a time; a failed sweep is logged and retried at the next tick. */

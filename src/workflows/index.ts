@@ -1,43 +1,35 @@
 /**
- * Workflow-safe entry point (`sideeffect/workflows`). Your workflows file must
- * re-export the library's workflows so they run in the same bundle:
+ * Workflow-safe entry point (`sideeffect/workflows`): the calls a workflow makes, the
+ * ReconcileWorkflow with its public signal, Update and queries, the failure types and the metric
+ * names. Your workflows file must re-export the library's workflows so they run in the same
+ * bundle:
  *
  *   export { ReconcileWorkflow } from 'sideeffect/workflows';
+ *
+ * The messages the library's own activities and workflows exchange (subscriptions, effect
+ * requests, probe activity names) live in src/protocol and are not exported: they are a contract
+ * between two copies of this library, kept stable across versions, not an API.
  */
-export { SideEffectFailureType } from './failures.js';
-export * from './metrics.js';
+export { SideEffectFailureType } from '../protocol/failures.js';
+export * from '../protocol/metrics.js';
 export {
-  CLI_UPDATE_ID_PREFIX,
-  type EffectRequest,
-  type EffectResponse,
-  type EnsureReconcileRequest,
-  type EnsureReconcileResponse,
-  legacyActivityNames,
-  legacyProbeActivityName,
   libraryActivityNames,
-  namespacedActivitiesPatch,
-  type ProbeAnswer,
-  probeActivityName,
-  type Reconciled,
   type ReconcileInput,
   type ReconcileResolution,
   type ReconcileStatus,
   type RejectedResolve,
   type ResolveInput,
-  reconciledSignal,
   reconcileWorkflowId,
   resolveSignal,
   resolveUpdate,
-  type Subscription,
   searchAttributeKeys,
   statusQuery,
-  subscribeSignal,
   type UncertainDetails,
   type Verdict,
   verdictJson,
   waitingQuery,
-} from './protocol.js';
-export { ReconcileWorkflow, resolveInputError } from './reconcile.js';
+} from '../protocol/wire.js';
+export { ReconcileWorkflow } from './reconcile.js';
 export {
   type EffectShape,
   proxySideEffects,

@@ -15,13 +15,14 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { SideEffectFailureType } from './failures.js';
+import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   type DecidedByLabel,
   RECONCILES_OPENED_METRIC,
   RECONCILES_RESOLVED_METRIC,
   TIME_TO_RESOLUTION_METRIC,
-} from './metrics.js';
+} from '../protocol/metrics.js';
+import { resolveInputError } from '../protocol/resolve-input.js';
 import {
   CLI_UPDATE_ID_PREFIX,
   legacyActivityNames,
@@ -44,14 +45,11 @@ import {
   type Verdict,
   verdictJson,
   waitingQuery,
-} from './protocol.js';
+} from '../protocol/wire.js';
 
 const HOUR = 60 * 60 * 1000;
 /** Refused signals kept for the status query; older ones stay in the history. */
 const MAX_REJECTED = 20;
-const MAX_REASON_BYTES = 4096;
-const MAX_BY_BYTES = 512;
-const RESOLVE_FIELDS = new Set(['applied', 'result', 'reason', 'by', 'fence']);
 
 type InspectKey = (key: string) => Promise<Verdict | null>;
 type ResolveKey = (
@@ -77,44 +75,6 @@ const probeOptions = {
   startToCloseTimeout: '1 minute',
   retry: { maximumAttempts: 5, initialInterval: '1 second', backoffCoefficient: 2 },
 } as const;
-
-/** Why `input` is not a valid `resolve` payload, or undefined if it is. Mirrors the store's own checks, so what passes here is accepted there. */
-export function resolveInputError(input: unknown): string | undefined {
-  if (typeof input !== 'object' || input === null || Array.isArray(input))
-    return 'expected one JSON object like {"applied": true, "result": ..., "reason": "...", "by": "..."}';
-  const fields = input as Record<string, unknown>;
-  const unknown = Object.keys(fields).filter((field) => !RESOLVE_FIELDS.has(field));
-  if (unknown.length > 0)
-    return `unknown field(s) ${unknown.join(', ')}: only applied, result, reason, by, fence are read`;
-  if (typeof fields.applied !== 'boolean') return '"applied" must be true or false';
-  if (
-    fields.fence !== undefined &&
-    !(Number.isSafeInteger(fields.fence) && (fields.fence as number) >= 1)
-  )
-    return '"fence" must be the fence of the uncertain attempt (a positive integer)';
-  const reason = textError('reason', fields.reason, MAX_REASON_BYTES);
-  if (reason) return reason;
-  if (fields.by !== undefined) return textError('by', fields.by, MAX_BY_BYTES);
-  return undefined;
-}
-
-function textError(field: string, value: unknown, maxBytes: number): string | undefined {
-  if (typeof value !== 'string') return `"${field}" must be a string`;
-  if (value.trim().length === 0) return `"${field}" must not be empty`;
-  if (value.includes('\0') || !value.isWellFormed())
-    return `"${field}" must be well-formed text without NUL`;
-  if (utf8Length(value) > maxBytes) return `"${field}" is longer than ${maxBytes} bytes`;
-  return undefined;
-}
-
-function utf8Length(text: string): number {
-  let bytes = 0;
-  for (const char of text) {
-    const code = char.codePointAt(0)!;
-    bytes += code < 0x80 ? 1 : code < 0x800 ? 2 : code < 0x10000 ? 3 : 4;
-  }
-  return bytes;
-}
 
 /** What the UI's signal list and Update list say about `resolve`. */
 const RESOLVE_SIGNAL_DESCRIPTION =

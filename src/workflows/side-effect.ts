@@ -8,7 +8,7 @@ import {
   type sleep,
   TemporalFailure,
 } from '@temporalio/workflow';
-import { SideEffectFailureType } from './failures.js';
+import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   type EffectRequest,
   type EffectResponse,
@@ -21,7 +21,7 @@ import {
   reconciledSignal,
   type UncertainDetails,
   type Verdict,
-} from './protocol.js';
+} from '../protocol/wire.js';
 
 /** A duration as Temporal takes it: milliseconds or an `ms`-style string like `'1 hour'`. */
 type Duration = Parameters<typeof sleep>[0];

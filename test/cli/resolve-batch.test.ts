@@ -224,7 +224,7 @@ describe('sideeffect resolve --from-file', () => {
 
     await writeFile(file, '{"key": "file-bad-1/charge", "applied": "no", "reason": "x"}\n');
     expect((await cli(['resolve', '--from-file', file])).stderr).toContain(
-      ':1: "applied" must be true or false',
+      ':1: invalid applied: must be a boolean',
     );
     const mixed = await cli(['resolve', '--from-file', file, '--not-applied']);
     expect(mixed.code).toBe(2);

@@ -10,9 +10,9 @@
  */
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import pg from 'pg';
+import { SideEffectFailureType } from '../../src/protocol/failures.js';
 import { PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
 import { createWorker } from '../../src/worker/index.js';
-import { SideEffectFailureType } from '../../src/workflows/failures.js';
 import { faultEffects } from './effects.js';
 
 const env = process.env;

@@ -225,9 +225,9 @@ describe('reconciling an uncertain side effect', () => {
     ]);
     expect(status.rejected.map((r) => r.error)).toEqual([
       expect.stringContaining('one JSON object'),
-      expect.stringContaining('"applied" must be true or false'),
-      expect.stringContaining('"reason" must be a string'),
-      expect.stringContaining('"reason" must not be empty'),
+      expect.stringContaining('invalid applied: must be a boolean'),
+      expect.stringContaining('invalid reason: must be a string'),
+      expect.stringContaining('invalid reason: must not be blank'),
       expect.stringContaining('unknown field(s) results'),
     ]);
     expect((await handle.describe()).status.name).toBe('RUNNING');
@@ -238,7 +238,7 @@ describe('reconciling an uncertain side effect', () => {
       .catch((e: unknown) => e);
     expect(rejected).toBeInstanceOf(WorkflowUpdateFailedError);
     expect(String((rejected as WorkflowUpdateFailedError).cause?.message)).toContain(
-      '"applied" must be true or false',
+      'invalid applied: must be a boolean',
     );
     expect((await reconcile.query(statusQuery)).state).toBe('waiting');
 
