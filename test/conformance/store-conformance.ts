@@ -594,6 +594,21 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         ]);
       });
 
+      it("counts the uncertain backlog and the oldest one's age by its own clock", async () => {
+        const before = await store.uncertainBacklog();
+        const older = action();
+        const newer = action();
+        await store.markUncertain(older, await grant(older), 'lost');
+        await h.advance(5_000);
+        await store.markUncertain(newer, await grant(newer), 'lost');
+        const backlog = await store.uncertainBacklog();
+        expect(backlog.count).toBe(before.count + 2);
+        expect(backlog.oldestAgeMs).toBeGreaterThanOrEqual(5_000);
+        await store.resolveUncertain(older.key, { applied: false, reason: 'checked' });
+        await store.resolveUncertain(newer.key, { applied: false, reason: 'checked' });
+        expect((await store.uncertainBacklog()).count).toBe(before.count);
+      });
+
       it('lists keys by state', async () => {
         const a = action();
         const b = action();
