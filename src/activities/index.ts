@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
-import { InvalidActionError } from '../core/errors.js';
+import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
 import { Runner } from '../core/runner.js';
-import type { Store } from '../core/store.js';
+import { isTransactionalStore, type Store } from '../core/store.js';
 import { checkTtl } from '../core/validate.js';
 import { probeActivityName, type ReconcileInput } from '../workflows/protocol.js';
 import type { AnyEffect } from './effect.js';
@@ -14,6 +14,8 @@ export {
   type EffectContext,
   type ProbeContext,
   type SideEffectDefinition,
+  type TransactionalEffectContext,
+  type TransactionalEffectDefinition,
 } from './effect.js';
 export type { ReconcileActivities, SweepAndReconcileReport } from './reconcile-activities.js';
 
@@ -97,6 +99,8 @@ export function createSideEffectActivities(
   for (const [name, effect] of Object.entries(effects)) {
     if (RESERVED.has(name) || name.startsWith('probe:'))
       throw new InvalidActionError('effects', `"${name}" is reserved for the reconcile activities`);
+    if (effect.transactional && !isTransactionalStore(store))
+      throw new NotTransactionalError(`the store of transactional effect "${name}"`);
     activities[name] = effectActivity(name, effect, { runner, ttlMs, minContendedDelayMs });
     if (effect.probe) activities[probeActivityName(name)] = probeActivity(effect, store);
   }
