@@ -100,6 +100,10 @@ function utf8Length(text: string): number {
 /** What the UI's signal list and Update list say about `resolve`. */
 const RESOLVE_SIGNAL_DESCRIPTION =
   'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "..."} or {"applied": false, "reason": "...", "by": "..."}. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
+const SUBSCRIBE_SIGNAL_DESCRIPTION =
+  'Sent by sideEffect() in a workflow waiting on this key, to be told the verdict. Not for people.';
+const STATUS_QUERY_DESCRIPTION =
+  'Where this reconcile stands: key, resource, reason, fence, state, and the refused resolve signals with why.';
 const RESOLVE_UPDATE_DESCRIPTION =
   'Decide this uncertain key and wait for the final resolution; refused synchronously when malformed. Same input as the resolve signal.';
 
@@ -140,12 +144,16 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     log.warn('resolve refused; still waiting', { key, error });
   };
 
-  setHandler(subscribeSignal, (subscription) => {
-    subscribers.add(subscription.workflowId);
-    // A reconcile started by the sweeper does not know the effect; its first subscriber does.
-    if (!probeFor && subscription.probe && subscription.effect)
-      probeFor = { effect: subscription.effect, input: subscription.input };
-  });
+  setHandler(
+    subscribeSignal,
+    (subscription) => {
+      subscribers.add(subscription.workflowId);
+      // A reconcile started by the sweeper does not know the effect; its first subscriber does.
+      if (!probeFor && subscription.probe && subscription.effect)
+        probeFor = { effect: subscription.effect, input: subscription.input };
+    },
+    { description: SUBSCRIBE_SIGNAL_DESCRIPTION },
+  );
   setHandler(
     resolveSignal,
     (raw: unknown) => {
@@ -184,21 +192,25 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       },
     },
   );
-  setHandler(statusQuery, () => {
-    const status: ReconcileStatus = {
-      key,
-      resource,
-      reason,
-      state,
-      waitingSince,
-      rejected: [...rejected],
-      subscribers: [...subscribers],
-    };
-    if (effect) status.effect = effect;
-    if (input.fence !== undefined) status.fence = input.fence;
-    if (resolution) status.resolution = resolution;
-    return status;
-  });
+  setHandler(
+    statusQuery,
+    () => {
+      const status: ReconcileStatus = {
+        key,
+        resource,
+        reason,
+        state,
+        waitingSince,
+        rejected: [...rejected],
+        subscribers: [...subscribers],
+      };
+      if (effect) status.effect = effect;
+      if (input.fence !== undefined) status.fence = input.fence;
+      if (resolution) status.resolution = resolution;
+      return status;
+    },
+    { description: STATUS_QUERY_DESCRIPTION },
+  );
 
   upsertMemo({ key, resource, reason, ...(effect ? { effect } : {}) });
   if (indexed) {
