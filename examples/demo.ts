@@ -13,7 +13,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import pg from 'pg';
 import { maskConnectionString } from '../src/core/mask.js';
 import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
-import { createWorker } from '../src/worker/index.js';
+import { clusterSettings, createWorker } from '../src/worker/index.js';
 import {
   reconcileWorkflowId,
   type SideEffectOutcome,
@@ -22,7 +22,9 @@ import {
 import { type Charge, type ChargeInput, chargeEffect } from './effects.js';
 import { resolveInstructions } from './instructions.js';
 
-const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
+/** Temporal's standard client configuration: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS, TEMPORAL_PROFILE. */
+const TEMPORAL = clusterSettings();
+const TEMPORAL_ADDRESS = TEMPORAL.connectionOptions.address;
 const UI = process.env.TEMPORAL_UI_URL || 'http://localhost:8233';
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const SCHEMA = process.env.SIDEEFFECT_SCHEMA || 'sideeffect';
@@ -49,7 +51,6 @@ async function main(): Promise<void> {
   const store = new PgStore({ pool, schema: SCHEMA });
   const bank = new PgFencedSink({ pool, schema: SCHEMA });
   const worker = await createWorker({
-    address: TEMPORAL_ADDRESS,
     taskQueue: TASK_QUEUE,
     store,
     effects: { charge: chargeEffect(bank, bankTable) },
@@ -138,7 +139,7 @@ async function main(): Promise<void> {
   say('Order D is blocked: retrying it blindly could charge twice.');
   const { text } = resolveInstructions({
     uiUrl: UI,
-    namespace: 'default',
+    namespace: TEMPORAL.namespace,
     key,
     resource: `card:${run}-3`,
     verdict: {
@@ -198,7 +199,7 @@ async function ensureTemporal(): Promise<void> {
 async function temporalAnswers(): Promise<boolean> {
   try {
     const connection = await Connection.connect({
-      address: TEMPORAL_ADDRESS,
+      ...TEMPORAL.connectionOptions,
       connectTimeout: 2_000,
     });
     try {

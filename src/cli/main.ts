@@ -8,6 +8,7 @@ import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
 import { migrate, migrationScript, PgStore, storeStats } from '../store/postgres/index.js';
+import { type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, parseCommand } from './args.js';
 import { printKey, printList, printStats } from './format.js';
 import { resolveKey } from './resolve.js';
@@ -24,16 +25,15 @@ import { EXIT, HELP, UsageError } from './usage.js';
 export interface CliEnvironment {
   databaseUrl: string;
   schema: string;
-  temporalAddress: string;
-  namespace: string;
+  /** Temporal's standard client configuration (profile file and TEMPORAL_* variables), read when a command needs Temporal. */
+  temporal: () => ClusterSettings;
 }
 
 export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
   return {
     databaseUrl: env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
     schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
-    temporalAddress: env.TEMPORAL_ADDRESS || '127.0.0.1:7233',
-    namespace: env.TEMPORAL_NAMESPACE || 'default',
+    temporal: () => clusterSettings({ env }),
   };
 }
 
@@ -139,12 +139,13 @@ async function run(
       return EXIT.ok;
     }
     case 'resolve': {
-      const connection = await connectTemporal(ctx.env.temporalAddress);
+      const temporal = ctx.env.temporal();
+      const connection = await connectTemporal(temporal);
       try {
-        const client = connection && new Client({ connection, namespace: ctx.env.namespace });
+        const client = connection && new Client({ connection, namespace: temporal.namespace });
         if (!client)
           ctx.io.err(
-            `sideeffect: Temporal at ${ctx.env.temporalAddress} does not answer; resolving in the store only`,
+            `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
           );
         const { applied, reason, result, by, fence } = command;
         const input = {
@@ -213,12 +214,13 @@ async function resolveMany(
     );
     selected = `${keys.length} uncertain key(s) on ${source.selection.resource}`;
   }
-  const connection = dryRun ? undefined : await connectTemporal(ctx.env.temporalAddress);
+  const temporal = dryRun ? undefined : ctx.env.temporal();
+  const connection = temporal && (await connectTemporal(temporal));
   try {
-    const client = connection && new Client({ connection, namespace: ctx.env.namespace });
-    if (!dryRun && !client)
+    const client = connection && new Client({ connection, namespace: temporal!.namespace });
+    if (temporal && !client)
       ctx.io.err(
-        `sideeffect: Temporal at ${ctx.env.temporalAddress} does not answer; resolving in the store only`,
+        `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
       );
     const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun });
     ctx.print(printBatch(report, selected), report);
@@ -230,9 +232,9 @@ async function resolveMany(
   }
 }
 
-async function connectTemporal(address: string): Promise<Connection | undefined> {
+async function connectTemporal(settings: ClusterSettings): Promise<Connection | undefined> {
   try {
-    return await Connection.connect({ address, connectTimeout: 3_000 });
+    return await Connection.connect({ ...settings.connectionOptions, connectTimeout: 3_000 });
   } catch {
     return undefined;
   }

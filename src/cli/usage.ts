@@ -32,8 +32,9 @@ Commands:
 
 Options everywhere: --json (machine output), --help; sideeffect --version prints the version
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
-  SIDEEFFECT_SCHEMA (default sideeffect), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
-  TEMPORAL_NAMESPACE (default default)
+  SIDEEFFECT_SCHEMA (default sideeffect). Temporal is reached like the temporal CLI does:
+  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default default),
+  TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE (profile file)
 
 Exit codes: 0 done, 1 refused (e.g. already resolved, or a verdict for an earlier episode), 2 bad arguments, 3 store or Temporal unreachable`,
   migrate: `Usage: sideeffect migrate [--print-sql] [--json]

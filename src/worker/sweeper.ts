@@ -1,5 +1,6 @@
 import { Runtime } from '@temporalio/worker';
 import type { SideEffectActivities } from '../activities/index.js';
+import { libraryActivityNames } from '../workflows/protocol.js';
 import { publishBacklog } from './backlog-gauges.js';
 
 /** Runs sweepAndReconcile on a timer, one at a time; a failed sweep is logged and retried at the next tick. */
@@ -9,8 +10,7 @@ export class Sweeper {
 
   constructor(activities: SideEffectActivities, everyMs: number) {
     this.#timer = setInterval(() => {
-      this.#running ??= activities
-        .sweepAndReconcile()
+      this.#running ??= activities[libraryActivityNames.sweepAndReconcile]()
         .then(publishBacklog, (error: unknown) =>
           Runtime.instance().logger.warn('sideeffect sweep failed', {
             error: error instanceof Error ? error.message : String(error),

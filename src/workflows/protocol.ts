@@ -158,6 +158,28 @@ export const subscribeSignal = defineSignal<[Subscription]>('subscribe');
 export const reconciledSignal = defineSignal<[Reconciled]>('reconciled');
 
 /**
+ * Activity types of the library's own activities, prefixed so they cannot
+ * collide with the host's activities on a shared Worker.
+ */
+export const libraryActivityNames = {
+  ensureReconcile: 'sideeffect.ensureReconcile',
+  inspectKey: 'sideeffect.inspectKey',
+  resolveKey: 'sideeffect.resolveKey',
+  sweepAndReconcile: 'sideeffect.sweepAndReconcile',
+} as const;
+
+/**
+ * The 0.1.0 activity types. Workflows started by 0.1.0 keep scheduling them
+ * (their histories say so), so workers register them as aliases until those
+ * runs are gone.
+ */
+export const legacyActivityNames = {
+  ensureReconcile: 'ensureReconcile',
+  inspectKey: 'inspectKey',
+  resolveKey: 'resolveKey',
+} as const;
+
+/**
  * A `resolve` input laid out as the Temporal UI's signal form lays it out
  * (two-space indent, one field a line). The form reformats single-line JSON on
  * the first Submit click; the dialog grows and that click is lost. Pasting
@@ -186,7 +208,16 @@ export function waitingQuery(resource?: string): string {
 export const CLI_UPDATE_ID_PREFIX = 'sideeffect-cli/';
 
 /** Activity type of an effect's probe. */
-export const probeActivityName = (effect: string): string => `probe:${effect}`;
+export const probeActivityName = (effect: string): string => `sideeffect.probe.${effect}`;
+
+/** The 0.1.0 activity type of an effect's probe, registered as an alias like {@link legacyActivityNames}. */
+export const legacyProbeActivityName = (effect: string): string => `probe:${effect}`;
+
+/**
+ * Patch id that moved the workflows from the 0.1.0 activity types to the
+ * prefixed ones: a run that started without it keeps the old types on replay.
+ */
+export const namespacedActivitiesPatch = 'sideeffect.namespaced-activities';
 
 /**
  * The search attributes a ReconcileWorkflow keeps (all Keyword; register them

@@ -7,6 +7,7 @@ import {
   getExternalWorkflowHandle,
   log,
   metricMeter,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -23,6 +24,10 @@ import {
 } from './metrics.js';
 import {
   CLI_UPDATE_ID_PREFIX,
+  legacyActivityNames,
+  legacyProbeActivityName,
+  libraryActivityNames,
+  namespacedActivitiesPatch,
   type ProbeAnswer,
   probeActivityName,
   type ReconcileInput,
@@ -48,10 +53,24 @@ const MAX_REASON_BYTES = 4096;
 const MAX_BY_BYTES = 512;
 const RESOLVE_FIELDS = new Set(['applied', 'result', 'reason', 'by', 'fence']);
 
-const store = proxyActivities<{
-  inspectKey(key: string): Promise<Verdict | null>;
-  resolveKey(key: string, resolution: ResolveInput): Promise<Verdict & { decided: boolean }>;
-}>({ startToCloseTimeout: '1 minute' });
+type InspectKey = (key: string) => Promise<Verdict | null>;
+type ResolveKey = (
+  key: string,
+  resolution: ResolveInput,
+) => Promise<Verdict & { decided: boolean }>;
+const storeActivities = proxyActivities<Record<string, InspectKey | ResolveKey>>({
+  startToCloseTimeout: '1 minute',
+});
+
+/** The store activities and the probe's type under the names this run started with (0.1.0 runs keep theirs). */
+function activityNames(namespaced: boolean) {
+  const names = namespaced ? libraryActivityNames : legacyActivityNames;
+  return {
+    inspectKey: storeActivities[names.inspectKey] as InspectKey,
+    resolveKey: storeActivities[names.resolveKey] as ResolveKey,
+    probe: namespaced ? probeActivityName : legacyProbeActivityName,
+  };
+}
 
 /** Retries a flaky downstream a few times, then leaves the decision to a person rather than looping forever. */
 const probeOptions = {
@@ -128,6 +147,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   const { key, resource, reason, effect } = input;
   const remindEveryMs = input.remindEveryMs ?? HOUR;
   const indexed = input.searchAttributes !== false;
+  const store = activityNames(patched(namespacedActivitiesPatch));
   const waitingSince = new Date().toISOString();
   const subscribers = new Set<string>();
   const rejected: RejectedResolve[] = [];
@@ -239,13 +259,13 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     if (!offer && probeFor && !probed) {
       probed = true;
       state = 'probing';
-      const answer = await probe(key, resource, probeFor.effect, probeFor.input);
+      const answer = await probe(store.probe(probeFor.effect), key, resource, probeFor.input);
       if (answer) {
         offer ??= {
           resolution: {
             ...answer,
             reason: `probe:${probeFor.effect} found it ${answer.applied ? 'applied' : 'not applied'}`,
-            by: probeActivityName(probeFor.effect),
+            by: `probe:${probeFor.effect}`,
           },
           via: 'probe',
           channel: 'probe',
@@ -373,9 +393,9 @@ function refusal(error: unknown): ApplicationFailure | undefined {
 }
 
 async function probe(
+  activityType: string,
   key: string,
   resource: string,
-  effect: string,
   input: unknown,
 ): Promise<ProbeAnswer | null> {
   const run =
@@ -384,13 +404,13 @@ async function probe(
         string,
         (request: { key: string; resource: string; input: unknown }) => Promise<ProbeAnswer | null>
       >
-    >(probeOptions)[probeActivityName(effect)]!;
+    >(probeOptions)[activityType]!;
   try {
     return await run({ key, resource, input });
   } catch (error) {
     log.warn('probe failed; waiting for a person instead', {
       key,
-      effect,
+      activityType,
       error: error instanceof Error ? error.message : String(error),
     });
     return null;
