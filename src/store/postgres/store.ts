@@ -35,7 +35,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest } from '../digest.js';
-import { atReadCommitted, checkout, type Session } from './session.js';
+import { checkout, queryAtReadCommitted, type Session } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -359,9 +359,7 @@ export class PgStore implements Store {
     }
     let failed = false;
     try {
-      const { client } = session;
-      const query = { ...this.#sql[operation], values };
-      return (await atReadCommitted(client, () => client.query<R>(query))).rows;
+      return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);
     } catch (error) {
       failed = true;
       throw new StoreUnavailableError(operation, error);
