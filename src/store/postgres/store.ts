@@ -103,6 +103,10 @@ interface KeyRow {
  * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
  *
+ * Each operation runs at READ COMMITTED whatever the database's default, on a client whose
+ * connection errors are heard from checkout on; through PgBouncer in transaction mode set
+ * `transactionPooling`.
+ *
  * Input is validated here before anything is sent (InvalidActionError, nothing written). A lost
  * connection or any other database failure is thrown as StoreUnavailableError with the cause:
  * an operation whose fate we do not know is never reported as an outcome.
