@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import pg from 'pg';
+import { maskConnectionString } from '../src/core/mask.js';
 import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
 import { createWorker } from '../src/worker/index.js';
 import {
@@ -41,7 +42,7 @@ async function main(): Promise<void> {
        cents int not null, fence bigint not null, at timestamptz not null default now())`,
   );
   say(
-    `  Postgres  ${DATABASE_URL.replace(/:[^:@/]*@/, ':***@')} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
+    `  Postgres  ${maskConnectionString(DATABASE_URL)} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
   );
 
   const store = new PgStore({ pool, schema: SCHEMA });
@@ -229,7 +230,7 @@ async function connectPostgres(): Promise<pg.Pool> {
     await pool.end().catch(() => {});
     return fail(
       `Postgres does not answer at ${DATABASE_URL} (${(error as Error).message}).\n` +
-        'Start Postgres there, or set DATABASE_URL=postgres://user:password@host:5432/database and run npm start again.',
+        'Start Postgres there, or set DATABASE_URL=postgres://user@host:5432/database (password in PGPASSWORD) and run npm start again.',
     );
   }
 }
@@ -253,8 +254,9 @@ function table(head: string[], rows: string[][]): string {
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
+/** Every failure path ends here, so no message of the demo shows a connection string's password. */
 function fail(message: string): never {
-  process.stderr.write(`\nsideeffect demo: ${message}\n`);
+  process.stderr.write(`\nsideeffect demo: ${maskConnectionString(message)}\n`);
   process.exit(1);
 }
 

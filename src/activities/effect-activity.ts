@@ -2,12 +2,12 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
-import type { Store } from '../core/store.js';
+import type { Store, TransactionContext } from '../core/store.js';
 import type { Action, Result } from '../core/types.js';
 import { KeyedGate } from '../syncx/index.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
 import type { EffectRequest, EffectResponse, ProbeAnswer } from '../workflows/protocol.js';
-import type { AnyEffect } from './effect.js';
+import type { AnyEffect, SideEffectDefinition } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
 
 /** What every effect activity shares: the Runner over the store, the lease TTL, the floor of a contended retry. */
@@ -89,26 +89,31 @@ function guardedActivity(
       signal: context.cancellationSignal,
       onRenewed: (lease) => context.heartbeat({ key, fence: lease.fence }),
     };
-    const apply = async ({ lease, signal }: ApplyContext, prepared: unknown): Promise<Result> => {
-      const result = await effect.apply(input, { key, lease, signal, prepared });
+    const recordable = (result: unknown): Result => {
       try {
         return encodeJson(result);
       } catch (error) {
         throw new InvalidResult(error);
       }
     };
+    const apply = async ({ lease, signal }: ApplyContext, prepared: unknown): Promise<Result> =>
+      recordable(await (effect as PlainEffect).apply(input, { key, lease, signal, prepared }));
     let execution: Execution;
     try {
-      execution = effect.prepare
-        ? await runner.executeWith(
-            action,
-            {
-              prepare: ({ signal }) => effect.prepare!(input, { key, signal }),
-              apply: (prepared, applyContext) => apply(applyContext, prepared),
-            },
-            execute,
+      execution = effect.transactional
+        ? await inTransaction(runner, action, context, ttlMs, async ({ tx, fence, signal }) =>
+            recordable(await effect.apply(input, { tx: tx as never, key, fence, signal })),
           )
-        : await runner.execute(action, (applyContext) => apply(applyContext, undefined), execute);
+        : effect.prepare
+          ? await runner.executeWith(
+              action,
+              {
+                prepare: ({ signal }) => effect.prepare!(input, { key, signal }),
+                apply: (prepared, applyContext) => apply(applyContext, prepared),
+              },
+              execute,
+            )
+          : await runner.execute(action, (applyContext) => apply(applyContext, undefined), execute);
     } catch (error) {
       throw toFailure(error);
     }
@@ -145,6 +150,29 @@ function guardedActivity(
         throw execution.error;
     }
   };
+}
+
+type PlainEffect = SideEffectDefinition<never, unknown, unknown>;
+
+/**
+ * Runs a transactional effect, heartbeating Temporal every ttl/3 meanwhile. No lease renewal:
+ * the transaction's row lock holds the resource until commit, and a lost connection rolls back.
+ */
+async function inTransaction(
+  runner: Runner,
+  action: Action,
+  context: Context,
+  ttlMs: number,
+  work: (context: TransactionContext<unknown>) => Promise<Result>,
+): Promise<Execution> {
+  const heartbeat = setInterval(() => context.heartbeat(), Math.max(1, Math.floor(ttlMs / 3)));
+  try {
+    return await runner.executeInTransaction(action, work, {
+      signal: context.cancellationSignal,
+    });
+  } finally {
+    clearInterval(heartbeat);
+  }
 }
 
 /** `probe:<effect>`: asks the downstream whether a key took effect; null when it cannot tell. */

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { Fence, Lease, RetrySafety } from '../core/types.js';
 import type { ProbeAnswer } from '../workflows/protocol.js';
 
@@ -30,6 +31,8 @@ export interface ProbeContext {
  * through Temporal and the store.
  */
 export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
+  /** Not transactional: the downstream is outside the store's database (see TransactionalEffectDefinition). */
+  transactional?: false;
   /** What the lease makes exclusive (one live holder at a time), e.g. `account:42`. */
   resource(input: I): string;
   /**
@@ -38,27 +41,90 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
    * for "at most 4 calls per LLM model". A full key fails the attempt at once with
    * the retryable `SideEffectTooManyInFlight`, before any lease is taken, so
    * Temporal backs off instead of piling attempts up in the worker.
+   * @default no bound
    */
   inFlight?: { limit: number; key?: (input: I) => string };
-  /** Whether a failed apply may simply be retried. Default `unknown`: a failed apply blocks the key until reconciled. */
+  /**
+   * Whether a failed apply may simply be retried. `unknown` and `unsafe`: a failed or
+   * interrupted apply blocks the key until reconciled; `safe`: it frees the key.
+   * @default 'unknown'
+   */
   retrySafety?: RetrySafety;
-  /** Slow work that must not touch the outside world; the lease is re-checked after it. The lease is renewed and heartbeated during it too. */
+  /**
+   * Slow work that must not touch the outside world; the lease is re-checked after it. The lease
+   * is renewed and heartbeated during it too.
+   * @default none: the grant goes straight to apply
+   */
   prepare?(input: I, context: { key: string; signal: AbortSignal }): Promise<P>;
   /** The side effect. Returns a JSON-serialisable result, recorded and replayed byte for byte. */
   apply(input: I, context: EffectContext<P>): Promise<R>;
   /**
    * Asks the downstream whether `key` took effect, so an uncertain key is
    * reconciled without a person. Answer `undefined` when it cannot tell.
+   * @default none: every uncertain key waits for a person
    */
   probe?(input: I, context: ProbeContext): Promise<ProbeAnswer<R> | undefined>;
 }
 
-/** Any effect, as the registry holds them. */
-export type AnyEffect = SideEffectDefinition<never, unknown, unknown>;
+/** What a transactional effect's apply gets: the store's open transaction and the grant it runs under. */
+export interface TransactionalEffectContext<Tx> {
+  /** The store's transaction: run every statement of the effect on it; never commit or roll back. */
+  tx: Tx;
+  key: string;
+  /** The fence of this grant (handy as a version column downstream). */
+  fence: Fence;
+  /** Fires when Temporal cancels the activity: throw, and everything rolls back. */
+  signal: AbortSignal;
+}
 
-/** Identity with inference: `defineEffect({ resource: (i: Charge) => ..., apply: async (i, { lease }) => ... })`. */
+/**
+ * An effect whose downstream is a table in the store's own Postgres: acquire,
+ * its statements and complete commit in ONE transaction, so a crash rolls all
+ * of it back and the key never becomes uncertain (exactly once, one commit).
+ * A throwing apply rolls back and fails the attempt, which Temporal retries.
+ * Needs PgStore (else NotTransactionalError at worker start). No prepare, no
+ * probe, no retrySafety: with nothing ever uncertain they have nothing to do.
+ * While it runs, other attempts on its resource wait for its commit.
+ */
+export interface TransactionalEffectDefinition<I = unknown, R = unknown, Tx = pg.PoolClient> {
+  transactional: true;
+  resource(input: I): string;
+  /** As for SideEffectDefinition: bounds attempts in flight within one worker. */
+  inFlight?: { limit: number; key?: (input: I) => string };
+  /** The effect's statements, on `tx`. Returns a JSON-serialisable result, recorded in the same commit. */
+  apply(input: I, context: TransactionalEffectContext<Tx>): Promise<R>;
+  prepare?: never;
+  probe?: never;
+  retrySafety?: never;
+}
+
+/** Any effect, as the registry holds them. */
+export type AnyEffect =
+  | SideEffectDefinition<never, unknown, unknown>
+  | TransactionalEffectDefinition<never, unknown, pg.PoolClient>;
+
+/**
+ * Declares one guarded side effect; an identity function that gives `apply` and `probe` their
+ * types from `resource`'s input, and lets workflows type their calls with `typeof effects`.
+ *
+ * @example
+ * ```ts
+ * export const effects = {
+ *   charge: defineEffect({
+ *     resource: (input: { card: string; cents: number }) => `card:${input.card}`,
+ *     async apply(input, { key, lease }) {
+ *       return bank.writeFenced(`card:${input.card}`, lease.fence, (tx) => insertCharge(tx, key, input));
+ *     },
+ *   }),
+ * };
+ * ```
+ */
+export function defineEffect<I, R, Tx = pg.PoolClient>(
+  definition: TransactionalEffectDefinition<I, R, Tx>,
+): TransactionalEffectDefinition<I, R, Tx>;
 export function defineEffect<I, R, P = undefined>(
   definition: SideEffectDefinition<I, R, P>,
-): SideEffectDefinition<I, R, P> {
+): SideEffectDefinition<I, R, P>;
+export function defineEffect(definition: AnyEffect): AnyEffect {
   return definition;
 }

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
-import { InvalidActionError } from '../core/errors.js';
+import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
 import { Runner } from '../core/runner.js';
-import type { Store } from '../core/store.js';
+import { isTransactionalStore, type Store } from '../core/store.js';
 import { checkTtl } from '../core/validate.js';
 import { probeActivityName, type ReconcileInput } from '../workflows/protocol.js';
 import type { AnyEffect } from './effect.js';
@@ -14,6 +14,8 @@ export {
   type EffectContext,
   type ProbeContext,
   type SideEffectDefinition,
+  type TransactionalEffectContext,
+  type TransactionalEffectDefinition,
 } from './effect.js';
 export type { ReconcileActivities, SweepAndReconcileReport } from './reconcile-activities.js';
 
@@ -32,13 +34,27 @@ export interface SideEffectActivitiesOptions {
   client: Client;
   /** The task queue whose workers run ReconcileWorkflow (workflows and the reconcile activities). */
   taskQueue: string;
-  /** Reminder period of a waiting ReconcileWorkflow. Default 1 hour. */
+  /**
+   * Reminder period of a waiting ReconcileWorkflow.
+   * @default 3_600_000 (1 hour)
+   */
   remindEveryMs?: number;
-  /** Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows. Default true; needs them registered as Keyword. */
+  /**
+   * Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows; needs them
+   * registered as Keyword on the namespace.
+   * @default true
+   */
   searchAttributes?: boolean;
-  /** Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered. Default 100 ms. */
+  /**
+   * Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered.
+   * @default 100
+   */
   minContendedDelayMs?: number;
-  /** At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a backlog is worked through. Default 1000. */
+  /**
+   * At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a
+   * backlog is worked through.
+   * @default 1000
+   */
   sweepLimit?: number;
 }
 
@@ -53,6 +69,15 @@ const RESERVED = new Set(['ensureReconcile', 'inspectKey', 'resolveKey', 'sweepA
  * effect: key `<workflowId>/<step>`, lease renewed and heartbeated while apply
  * runs, outcomes mapped to Temporal failures a retry policy handles right
  * (contended retries after the lease, uncertain never retries blindly).
+ * `createWorker` calls it for you; use it to register them on a Worker you build.
+ *
+ * @example
+ * ```ts
+ * const activities = createSideEffectActivities({
+ *   store: new PgStore({ pool }), effects, ttlMs: 30_000, client, taskQueue: 'payments',
+ * });
+ * await Worker.create({ taskQueue: 'payments', activities, workflowsPath });
+ * ```
  */
 export function createSideEffectActivities(
   options: SideEffectActivitiesOptions,
@@ -74,6 +99,8 @@ export function createSideEffectActivities(
   for (const [name, effect] of Object.entries(effects)) {
     if (RESERVED.has(name) || name.startsWith('probe:'))
       throw new InvalidActionError('effects', `"${name}" is reserved for the reconcile activities`);
+    if (effect.transactional && !isTransactionalStore(store))
+      throw new NotTransactionalError(`the store of transactional effect "${name}"`);
     activities[name] = effectActivity(name, effect, { runner, ttlMs, minContendedDelayMs });
     if (effect.probe) activities[probeActivityName(name)] = probeActivity(effect, store);
   }

@@ -5,7 +5,8 @@ import { HELP, UsageError } from './usage.js';
 /** A parsed command line; every field is checked, so commands never see malformed input. */
 export type Command =
   | { name: 'help'; topic: string }
-  | { name: 'migrate'; json: boolean }
+  | { name: 'version' }
+  | { name: 'migrate'; json: boolean; printSql: boolean }
   | { name: 'list'; json: boolean; state?: KeyState; limit: number }
   | { name: 'show'; json: boolean; key: string }
   | {
@@ -22,6 +23,7 @@ export type Command =
 
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
+  migrate: ['print-sql'],
   list: ['state', 'limit'],
   resolve: ['applied', 'not-applied', 'reason', 'result', 'by', 'fence'],
   purge: ['older-than'],
@@ -41,6 +43,7 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help')
     return { name: 'help', topic: 'main' };
+  if (name === '--version' || name === '-v' || name === 'version') return { name: 'version' };
   const help = HELP[name];
   if (!help || name === 'main') throw new UsageError(`unknown command "${name}"`, HELP.main!);
   const { values, positionals } = parse(rest, help);
@@ -62,7 +65,7 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
   switch (name) {
     case 'migrate':
       none();
-      return { name, json };
+      return { name, json, printSql: values['print-sql'] === true };
     case 'list': {
       none();
       const state = values.state as KeyState | undefined;
@@ -128,6 +131,7 @@ function parse(args: string[], help: string) {
       strict: true,
       options: {
         json: { type: 'boolean' },
+        'print-sql': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
         state: { type: 'string' },
         limit: { type: 'string' },

@@ -18,23 +18,27 @@ export const HELP: Record<string, string> = {
 Usage: sideeffect <command> [options]
 
 Commands:
-  migrate                      create or upgrade the tables (safe to run from many workers)
+  migrate [--print-sql]        create or upgrade the tables (safe to run from many workers);
+                               --print-sql prints the SQL instead, for your own migration tool
   list [--state S] [--limit N] keys, newest change first (S: free|held|applying|done|uncertain)
   show <key>                   state, fence, result, reason and the event history of a key
   resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME] [--fence N]
                                decide an uncertain key (through its ReconcileWorkflow if one runs)
   purge --older-than 30d       delete done keys past retention (never uncertain keys or fences)
 
-Options everywhere: --json (machine output), --help
+Options everywhere: --json (machine output), --help; sideeffect --version prints the version
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
   SIDEEFFECT_SCHEMA (default sideeffect), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
   TEMPORAL_NAMESPACE (default default)
 
 Exit codes: 0 done, 1 refused (e.g. already resolved, or a verdict for an earlier episode), 2 bad arguments, 3 store or Temporal unreachable`,
-  migrate: `Usage: sideeffect migrate [--json]
+  migrate: `Usage: sideeffect migrate [--print-sql] [--json]
 
 Creates or upgrades the sideeffect tables in SIDEEFFECT_SCHEMA. Idempotent; several
-workers may run it at once.`,
+workers may run it at once.
+  --print-sql   print, without connecting, one SQL script that creates the schema from
+                scratch and records its migrations, for a team whose own tool owns the
+                database (a later \`sideeffect migrate\` then finds nothing to do)`,
   list: `Usage: sideeffect list [--state free|held|applying|done|uncertain] [--limit N] [--json]
 
 Lists keys, newest change first (default limit 50).`,

@@ -14,7 +14,8 @@ export type SideEffectErrorCode =
   | 'KEY_CONFLICT'
   | 'CONTENDED'
   | 'STORE_UNAVAILABLE'
-  | 'MIGRATION_CONFLICT';
+  | 'MIGRATION_CONFLICT'
+  | 'NOT_TRANSACTIONAL';
 
 /** Base of every error this library throws on purpose. */
 export abstract class SideEffectError extends Error {
@@ -143,16 +144,23 @@ export class UnknownOutcomeError extends SideEffectError {
 }
 
 /**
- * The key is already bound to another resource or other parameters. Reusing a
- * key for a different action would replay the wrong result.
+ * The key is already bound to another resource, other parameters, or the other
+ * execution mode (`transactional`: used once inside a store transaction and once
+ * outside it). Reusing a key for a different action would replay the wrong
+ * result; mixing modes would let an at-most-once attempt and an exactly-once
+ * one judge the same key by different rules.
  */
 export class KeyConflictError extends SideEffectError {
   readonly code = 'KEY_CONFLICT';
   constructor(
     readonly key: string,
-    readonly field: 'resource' | 'payload',
+    readonly field: 'resource' | 'payload' | 'transactional',
   ) {
-    super(`key "${key}" is already bound to a different ${field}`);
+    super(
+      field === 'transactional'
+        ? `key "${key}" is already used by the other execution mode (transactional vs not)`
+        : `key "${key}" is already bound to a different ${field}`,
+    );
   }
 }
 
@@ -195,4 +203,17 @@ export class StoreUnavailableError extends SideEffectError {
  */
 export class MigrationConflictError extends SideEffectError {
   readonly code = 'MIGRATION_CONFLICT';
+}
+
+/**
+ * A transactional effect was asked of a store that cannot run the effect's
+ * statements in its own transaction (only PgStore can). Refused up front: run
+ * outside the store's transaction, the effect would silently lose its
+ * exactly-once guarantee.
+ */
+export class NotTransactionalError extends SideEffectError {
+  readonly code = 'NOT_TRANSACTIONAL';
+  constructor(what = 'this store') {
+    super(`${what} cannot run transactional effects: use PgStore`);
+  }
 }

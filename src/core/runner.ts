@@ -3,11 +3,12 @@ import {
   FenceStaleError,
   LeaseLostError,
   NoStoreError,
+  NotTransactionalError,
   OutcomeUnknownError,
   UnknownOutcomeError,
 } from './errors.js';
 import { KeepAlive } from './keep-alive.js';
-import type { Store } from './store.js';
+import { isTransactionalStore, type Store, type TransactionContext } from './store.js';
 import type { Action, Lease, Resolution, ResolveOutcome, Result } from './types.js';
 import { checkAction, checkResolution, checkTtl } from './validate.js';
 
@@ -32,9 +33,15 @@ export interface Effect<Prepared> {
 
 /** Per-call options. */
 export interface ExecuteOptions {
-  /** Aborts the apply (for example when Temporal cancels the activity). */
+  /**
+   * Aborts the apply (for example when Temporal cancels the activity).
+   * @default none: only a lost lease aborts
+   */
   signal?: AbortSignal;
-  /** Called after each successful lease renewal during apply (for example to heartbeat). */
+  /**
+   * Called after each successful lease renewal during apply (for example to heartbeat).
+   * @default none
+   */
   onRenewed?: (lease: Lease) => void;
 }
 
@@ -60,6 +67,16 @@ export type Execution =
  * markUncertain -> release in one place. Each host writing it by hand is how
  * a step gets skipped: completing without the fence, retrying an apply whose
  * effect may have landed, or applying after the lease moved on.
+ *
+ * @example
+ * ```ts
+ * const runner = new Runner(new PgStore({ pool }), { ttlMs: 30_000 });
+ * const execution = await runner.execute(
+ *   { key: 'order-42/charge', resource: 'card-7', payload: encodeJson({ cents: 500 }) },
+ *   async ({ lease, signal }) => ({ payload: encodeJson(await charge(lease.fence, signal)) }),
+ * );
+ * if (execution.outcome === 'uncertain') page(execution.reason);
+ * ```
  */
 export class Runner {
   readonly #store: Store | undefined;
@@ -83,6 +100,25 @@ export class Runner {
     options: ExecuteOptions = {},
   ): Promise<Execution> {
     return this.#execute(action, effect.prepare, effect.apply, options);
+  }
+
+  /**
+   * Exactly once, for an effect whose downstream is a table in the store's own
+   * database: acquire, `apply`'s statements (run them on `tx`) and complete
+   * commit together in one transaction, so a crash rolls all of it back and the
+   * outcome is never uncertain. A throwing apply ends as `failed` with nothing
+   * applied, whatever its retrySafety. Needs a TransactionalStore (PgStore),
+   * else NotTransactionalError. While it runs, other acquires of the resource
+   * wait for its commit (the row lock is the lease) instead of answering contended.
+   */
+  async executeInTransaction<Tx>(
+    action: Action,
+    apply: (context: TransactionContext<Tx>) => Promise<Result>,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Execution> {
+    const store = this.#requireStore();
+    if (!isTransactionalStore<Tx>(store)) throw new NotTransactionalError();
+    return store.executeInTransaction(checkAction(action), checkTtl(this.#ttlMs), apply, options);
   }
 
   /** Records a verdict on an uncertain key; first resolution wins. */

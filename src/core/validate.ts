@@ -6,9 +6,25 @@ import type { Action, Resolution, RetrySafety } from './types.js';
  * error before anything is written, the same way by every implementation.
  */
 export interface Limits {
+  /**
+   * Longest key, in UTF-8 bytes; a longer one is an InvalidActionError, not an index failure.
+   * @default 512
+   */
   maxKeyBytes: number;
+  /**
+   * Longest resource name, in UTF-8 bytes.
+   * @default 256
+   */
   maxResourceBytes: number;
+  /**
+   * Largest payload and largest result, in bytes: a row this size still moves in one round trip.
+   * @default 1048576 (1 MiB)
+   */
   maxPayloadBytes: number;
+  /**
+   * Longest reason of a verdict or an uncertain mark, in UTF-8 bytes.
+   * @default 4096
+   */
   maxReasonBytes: number;
   /**
    * The longest lease a store grants. A lease of days (or 2^53 ms) held by a worker that died

@@ -44,8 +44,15 @@ interface ResourceRow {
 }
 
 export interface MemoryStoreOptions {
-  /** The store's clock in epoch milliseconds; inject one to test lease expiry without waiting. */
+  /**
+   * The store's clock in epoch milliseconds; inject one to test lease expiry without waiting.
+   * @default Date.now
+   */
   now?: () => number;
+  /**
+   * Size limits, the same as PgStore's, so a test with MemoryStore refuses what production would.
+   * @default defaultLimits
+   */
   limits?: Partial<Limits>;
 }
 

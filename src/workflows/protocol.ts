@@ -55,7 +55,10 @@ export interface EnsureReconcileResponse {
 /** A person's (or program's) verdict, exactly as the Temporal UI's signal form or `temporal workflow signal --input` sends it. */
 export interface ResolveInput {
   applied: boolean;
-  /** The result to record when `applied` (what the effect would have returned); ignored otherwise. */
+  /**
+   * The result to record when `applied` (what the effect would have returned); ignored otherwise.
+   * @default null
+   */
   result?: unknown;
   /** Mandatory: why it was judged so. Stored with the transition. */
   reason: string;
@@ -77,9 +80,16 @@ export interface ReconcileInput extends UncertainDetails {
   input?: unknown;
   /** The effect has a `probe:<effect>` activity registered. */
   probe?: boolean;
-  /** How often to log a reminder while nobody decided. Default one hour. */
+  /**
+   * How often to log a reminder while nobody decided.
+   * @default 3_600_000 (1 hour)
+   */
   remindEveryMs?: number;
-  /** Upsert SideEffectState as the workflow moves on. Default true; false where those search attributes are not registered. */
+  /**
+   * Upsert SideEffectState as the workflow moves on; false where those search attributes are not
+   * registered.
+   * @default true
+   */
   searchAttributes?: boolean;
   /**
    * The episode this reconcile judges: the fence of the uncertain attempt, from the store's key

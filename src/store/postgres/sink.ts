@@ -15,7 +15,15 @@ import {
 
 /** How a PgFencedSink connects and where its fence table is (the schema `migrate()` created). */
 export interface PgFencedSinkOptions extends PoolOptions {
+  /**
+   * The schema holding `sink_fences` (created by `migrate()`); usually the store's schema.
+   * @default 'sideeffect'
+   */
   schema?: string;
+  /**
+   * Longest resource name accepted, as in the store.
+   * @default { maxResourceBytes: 256 }
+   */
   limits?: Partial<Pick<Limits, 'maxResourceBytes'>>;
 }
 

@@ -51,9 +51,15 @@ export function statements<K extends string>(
 
 /** How a store or sink gets its connections. */
 export interface PoolOptions {
-  /** A pool to use; the caller keeps ownership (and should listen to its `error` event). */
+  /**
+   * A pool to use; the caller keeps ownership (and should listen to its `error` event).
+   * @default a pool of its own, from `connectionString`
+   */
   pool?: pg.Pool;
-  /** Used when no pool is given; defaults to DATABASE_URL, then libpq's PG* variables. */
+  /**
+   * Used when no pool is given.
+   * @default process.env.DATABASE_URL, then libpq's PG* variables
+   */
   connectionString?: string;
   /**
    * The connections go through a pooler in transaction mode (PgBouncer `pool_mode =
