@@ -15,6 +15,8 @@ export type SideEffectErrorCode =
   | 'CONTENDED'
   | 'STORE_UNAVAILABLE'
   | 'MIGRATION_CONFLICT'
+  | 'ACTIVITY_NAME_CLASH'
+  | 'SEARCH_ATTRIBUTES_MISSING'
   | 'NOT_TRANSACTIONAL';
 
 /** Base of every error this library throws on purpose. */
@@ -215,5 +217,40 @@ export class NotTransactionalError extends SideEffectError {
   readonly code = 'NOT_TRANSACTIONAL';
   constructor(what = 'this store') {
     super(`${what} cannot run transactional effects: use PgStore`);
+  }
+}
+
+/**
+ * One of the host's activities has the name of a side-effect activity. Raised
+ * at worker start, because letting one silently replace the other would run
+ * the wrong code under a name the workflows rely on.
+ */
+export class ActivityNameClashError extends SideEffectError {
+  readonly code = 'ACTIVITY_NAME_CLASH';
+  constructor(readonly names: string[]) {
+    super(
+      `activity name(s) ${names.map((name) => `"${name}"`).join(', ')} registered both by your worker and by sideeffect: rename yours` +
+        (names.some((name) => !name.startsWith('sideeffect.'))
+          ? ' (the 0.1.0 names can be dropped with legacyActivityNames: false once no 0.1.0 run is open)'
+          : ''),
+    );
+  }
+}
+
+/**
+ * The namespace lacks the search attributes ReconcileWorkflow upserts, and the
+ * worker was told to require them. Raised at worker start instead of letting
+ * every ReconcileWorkflow fail its workflow task in a loop.
+ */
+export class SearchAttributesMissingError extends SideEffectError {
+  readonly code = 'SEARCH_ATTRIBUTES_MISSING';
+  constructor(
+    readonly namespace: string,
+    readonly missing: string[],
+    readonly command: string,
+  ) {
+    super(
+      `namespace "${namespace}" lacks the search attribute(s) ${missing.join(', ')}; register them with: ${command}`,
+    );
   }
 }

@@ -2,6 +2,7 @@ import {
   type ActivityOptions,
   ApplicationFailure,
   condition,
+  patched,
   proxyActivities,
   setHandler,
   type sleep,
@@ -13,6 +14,9 @@ import {
   type EffectResponse,
   type EnsureReconcileRequest,
   type EnsureReconcileResponse,
+  legacyActivityNames,
+  libraryActivityNames,
+  namespacedActivitiesPatch,
   type Reconciled,
   reconciledSignal,
   type UncertainDetails,
@@ -84,9 +88,9 @@ const defaultEffectOptions: ActivityOptions = {
   heartbeatTimeout: '1 minute',
 };
 
-const reconcileActivities = proxyActivities<{
-  ensureReconcile(request: EnsureReconcileRequest): Promise<EnsureReconcileResponse>;
-}>({ startToCloseTimeout: '1 minute' });
+const reconcileActivities = proxyActivities<
+  Record<string, (request: EnsureReconcileRequest) => Promise<EnsureReconcileResponse>>
+>({ startToCloseTimeout: '1 minute' });
 
 /** Verdicts delivered by `reconciled` signals, by key: several waiting calls in one workflow never take each other's. */
 const verdicts = new Map<string, Verdict>();
@@ -202,8 +206,14 @@ async function awaitVerdict(
   listen();
   // A verdict left by an earlier round (say the store answered first) must not decide this one.
   verdicts.delete(request.key);
+  const ensureReconcile =
+    reconcileActivities[
+      patched(namespacedActivitiesPatch)
+        ? libraryActivityNames.ensureReconcile
+        : legacyActivityNames.ensureReconcile
+    ]!;
   for (;;) {
-    const { verdict } = await reconcileActivities.ensureReconcile(request);
+    const { verdict } = await ensureReconcile(request);
     if (verdict) return verdict;
     if (await condition(() => verdicts.has(request.key), recheckEvery)) {
       const delivered = verdicts.get(request.key)!;

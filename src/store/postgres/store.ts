@@ -24,6 +24,7 @@ import type {
   Result,
   RetrySafety,
   SweepReport,
+  UncertainBacklog,
 } from '../../core/types.js';
 import {
   checkAction,
@@ -94,6 +95,9 @@ const SQL = {
   txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
   txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
   binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
+  uncertainBacklog: (s: string) => `select count(*) as count,
+    coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
+    from ${s}.keys where state = 'uncertain'`,
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
     ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
 };
@@ -462,6 +466,11 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       actor: row.actor,
       at: int(row.at_ms),
     }));
+  }
+
+  async uncertainBacklog(): Promise<UncertainBacklog> {
+    const row = await this.#one<{ count: string; oldest_age_ms: string }>('uncertainBacklog', []);
+    return { count: int(row.count), oldestAgeMs: Math.max(0, int(row.oldest_age_ms)) };
   }
 
   async purge(options: { olderThanMs: number }): Promise<number> {
