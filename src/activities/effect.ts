@@ -42,6 +42,13 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
   inFlight?: { limit: number; key?: (input: I) => string };
   /** Whether a failed apply may simply be retried. Default `unknown`: a failed apply blocks the key until reconciled. */
   retrySafety?: RetrySafety;
+  /**
+   * Error types that mean "the downstream refused, nothing took effect", e.g. `['CardDeclined']`:
+   * an apply error whose ApplicationFailure `type` (else its `name`) is listed releases the key
+   * and fails the workflow's call, non-retryable, with that type and details; nobody is paged.
+   * `NotAppliedError` always counts. Any other error still blocks the key as uncertain.
+   */
+  definiteFailures?: readonly string[];
   /** Slow work that must not touch the outside world; the lease is re-checked after it. The lease is renewed and heartbeated during it too. */
   prepare?(input: I, context: { key: string; signal: AbortSignal }): Promise<P>;
   /** The side effect. Returns a JSON-serialisable result, recorded and replayed byte for byte. */

@@ -12,6 +12,7 @@ import {
   type ResolveInput,
   reconcileWorkflowId,
   type Subscription,
+  statusQuery,
   subscribeSignal,
   type Verdict,
 } from '../workflows/protocol.js';
@@ -69,6 +70,7 @@ export function reconcileActivities({
           'ensureReconcile runs inside a workflow',
         );
       const { key, resource, reason, effect, input } = request;
+      if (request.recheck && (await subscribed(key, subscriber))) return {};
       const probe = effect !== undefined && effects[effect]?.probe !== undefined;
       try {
         await client.workflow.signalWithStart<typeof ReconcileWorkflow, [Subscription]>(
@@ -135,6 +137,21 @@ export function reconcileActivities({
       return { uncertain, freed, reconciling };
     },
   };
+
+  /** Whether the key's ReconcileWorkflow runs and lists `subscriber`; any doubt (gone, no worker to answer) says no, and costs one harmless re-subscribe. */
+  async function subscribed(key: string, subscriber: string): Promise<boolean> {
+    const handle = client.workflow.getHandle<typeof ReconcileWorkflow>(reconcileWorkflowId(key));
+    try {
+      const { status } = await handle.describe();
+      if (status.name !== 'RUNNING') return false;
+      const { subscribers } = await client.connection.withDeadline(Date.now() + 10_000, () =>
+        handle.query(statusQuery),
+      );
+      return subscribers.includes(subscriber);
+    } catch {
+      return false;
+    }
+  }
 
   async function inspect(key: string): Promise<KeyRecord | undefined> {
     try {

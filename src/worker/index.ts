@@ -12,6 +12,7 @@ import {
   type SideEffectActivities,
   type SideEffectActivitiesOptions,
 } from '../activities/index.js';
+import { lifecycleDefaults } from './lifecycle.js';
 import { Sweeper } from './sweeper.js';
 
 /** The library's own workflows module (ReconcileWorkflow), as source under tsx or compiled in dist. */
@@ -49,7 +50,11 @@ export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, '
    * Default 60 000; 0 turns it off (run `sweepAndReconcile` elsewhere then).
    */
   sweepEveryMs?: number;
-  /** Any other Worker option (concurrency, interceptors, identity...). */
+  /**
+   * Any other Worker option (concurrency, interceptors, identity...). `shutdownGraceTime`
+   * defaults to `ttlMs` (a shutdown lets running applies finish) and the heartbeat
+   * throttle to `ttlMs / 3` (a cancel reaches apply within about one TTL).
+   */
   workerOptions?: Omit<
     WorkerOptions,
     'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowsPath' | 'workflowBundle'
@@ -102,6 +107,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<SideEf
     }
     const activities = createSideEffectActivities({ ...activityOptions, client, taskQueue });
     const worker = await Worker.create({
+      ...lifecycleDefaults(activityOptions.ttlMs),
       ...workerOptions,
       connection: nativeConnection,
       namespace,

@@ -5,7 +5,9 @@ import {
   InvalidActionError,
   KeyConflictError,
   type Lease,
+  NotAppliedError,
   NotUncertainError,
+  Runner,
   type Store,
 } from '../../src/core/index.js';
 import { bytes, text } from '../support/bytes.js';
@@ -468,6 +470,22 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         expect(await store.events(done.key)).toEqual([]);
         expect((await store.inspect(doubtful.key))?.state).toBe('uncertain');
         expect((await grant(action({ resource: done.resource }))).fence).toBe(2);
+      });
+    });
+
+    describe('a Runner on this store', () => {
+      it('a definite refusal (NotAppliedError) releases the key: free, resource free, the same key applies next', async () => {
+        const runner = new Runner(store, { ttlMs: TTL });
+        const a = action();
+        const refused = await runner.execute(a, async () => {
+          throw new NotAppliedError('card declined', { type: 'CardDeclined' });
+        });
+        expect(refused).toMatchObject({ outcome: 'failed', definite: true });
+        expect((await store.inspect(a.key))?.state).toBe('free');
+        expect((await store.list({ state: 'uncertain' })).map((r) => r.key)).not.toContain(a.key);
+        const next = await runner.execute(a, async () => ({ payload: bytes('paid') }));
+        expect(next.outcome).toBe('applied');
+        expect(next.outcome === 'applied' && next.lease.fence).toBe(2);
       });
     });
 
