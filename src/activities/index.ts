@@ -40,6 +40,11 @@ export interface SideEffectActivitiesOptions {
   minContendedDelayMs?: number;
   /** At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a backlog is worked through. Default 1000. */
   sweepLimit?: number;
+  /**
+   * A key whose ReconcileWorkflow the sweeper started is started again (use-existing: a no-op
+   * while it runs) only after this long, in case it was terminated. Default 1 hour.
+   */
+  restartReconcileAfterMs?: number;
 }
 
 /** The activities object to register on a Worker. */
@@ -85,6 +90,9 @@ export function createSideEffectActivities(
     taskQueue,
     reconcileInput,
     ...(options.sweepLimit === undefined ? {} : { sweepLimit: options.sweepLimit }),
+    ...(options.restartReconcileAfterMs === undefined
+      ? {}
+      : { restartAfterMs: options.restartReconcileAfterMs }),
   });
   return Object.assign(activities, reconcile);
 }

@@ -35,7 +35,7 @@ export interface ReconcileActivities {
   inspectKey(key: string): Promise<Verdict | null>;
   /** Records a verdict; `decided: false` when the store had already decided (first resolution wins), with that verdict. */
   resolveKey(key: string, resolution: ResolveInput): Promise<Verdict & { decided: boolean }>;
-  /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none. */
+  /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none (claimed in the store, so once per key and episode). */
   sweepAndReconcile(): Promise<SweepAndReconcileReport>;
 }
 
@@ -51,6 +51,7 @@ export function reconcileActivities({
   taskQueue,
   reconcileInput,
   sweepLimit = 1000,
+  restartAfterMs = 60 * 60 * 1000,
 }: {
   store: Store;
   effects: Record<string, AnyEffect>;
@@ -58,6 +59,7 @@ export function reconcileActivities({
   taskQueue: string;
   reconcileInput: (details: ReconcileInput) => ReconcileInput;
   sweepLimit?: number;
+  restartAfterMs?: number;
 }): ReconcileActivities {
   const reconcile: ReconcileActivities = {
     async ensureReconcile(request) {
@@ -117,7 +119,11 @@ export function reconcileActivities({
 
     async sweepAndReconcile() {
       const { uncertain, freed } = await store.sweep();
-      const open = await store.list({ state: 'uncertain', limit: sweepLimit, oldest: true });
+      // A store that remembers starts hands out each key once per episode; otherwise every
+      // uncertain key is started again (use-existing makes that harmless, not free).
+      const open = store.claimReconciles
+        ? await store.claimReconciles({ limit: sweepLimit, restartAfterMs })
+        : await store.list({ state: 'uncertain', limit: sweepLimit, oldest: true });
       const reconciling: string[] = [];
       for (const record of open) {
         await client.workflow.start<typeof ReconcileWorkflow>('ReconcileWorkflow', {

@@ -45,9 +45,10 @@ export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, '
   /** Your own activities, registered beside the side-effect activities. */
   activities?: object;
   /**
-   * Every this many ms: `store.sweep()` and a ReconcileWorkflow for every
-   * uncertain key without one (a worker died mid-apply and nobody retried).
-   * Default 60 000; 0 turns it off (run `sweepAndReconcile` elsewhere then).
+   * About every this many ms (±20 % jitter): `store.sweep()` and a ReconcileWorkflow for
+   * every uncertain key without one (a worker died mid-apply and nobody retried). Only the
+   * worker leading the store sweeps (a Postgres advisory lock). Default 60 000; 0 turns it
+   * off (run `sweepAndReconcile` elsewhere then).
    */
   sweepEveryMs?: number;
   /**
@@ -123,7 +124,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<SideEf
       activities,
       shutdown: () => worker.shutdown(),
       run: async () => {
-        const sweeper = sweepEveryMs > 0 ? new Sweeper(activities, sweepEveryMs) : undefined;
+        const sweeper = sweepEveryMs > 0 ? new Sweeper(activityOptions.store, activities, sweepEveryMs) : undefined;
         try {
           await worker.run();
         } finally {
