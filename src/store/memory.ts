@@ -219,10 +219,7 @@ export class MemoryStore implements Store {
     return purged;
   }
 
-  async claimReconciles(options: {
-    limit: number;
-    restartAfterMs: number;
-  }): Promise<KeyRecord[]> {
+  async claimReconciles(options: { limit: number; restartAfterMs: number }): Promise<KeyRecord[]> {
     const now = this.#now();
     const claimed: KeyRecord[] = [];
     for (const record of await this.list({ state: 'uncertain', oldest: true })) {

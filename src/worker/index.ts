@@ -124,7 +124,10 @@ export async function createWorker(options: CreateWorkerOptions): Promise<SideEf
       activities,
       shutdown: () => worker.shutdown(),
       run: async () => {
-        const sweeper = sweepEveryMs > 0 ? new Sweeper(activityOptions.store, activities, sweepEveryMs) : undefined;
+        const sweeper =
+          sweepEveryMs > 0
+            ? new Sweeper(activityOptions.store, activities, sweepEveryMs)
+            : undefined;
         try {
           await worker.run();
         } finally {

@@ -151,10 +151,7 @@ export class PgStore implements Store {
     if (this.#ownsPool) await this.#pool.end();
   }
 
-  async claimReconciles(options: {
-    limit: number;
-    restartAfterMs: number;
-  }): Promise<KeyRecord[]> {
+  async claimReconciles(options: { limit: number; restartAfterMs: number }): Promise<KeyRecord[]> {
     const { limit, restartAfterMs } = options;
     if (!Number.isSafeInteger(limit) || limit < 0)
       throw new InvalidActionError('limit', `must be a non-negative integer, got ${String(limit)}`);
