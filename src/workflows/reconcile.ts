@@ -53,6 +53,8 @@ export const MAX_RESOLVE_INPUT_CHARS = 1024 * 1024;
  */
 const CONTINUE_AS_NEW_AFTER_EVENTS = 500;
 const CONTINUE_AS_NEW_AFTER_BYTES = 1024 * 1024;
+/** Marks runs that refuse an oversized `resolve` signal in the workflow instead of sending it to the store. */
+export const SIZE_LIMIT_PATCH = 'sideeffect-resolve-size-limit';
 /** Marks runs that may continue as new; histories recorded before it never do, so they replay unchanged. */
 export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
 const MAX_REASON_BYTES = 4096;
@@ -72,9 +74,18 @@ const probeOptions = {
 
 /** Why `input` is not a valid `resolve` payload, or undefined if it is. Mirrors the store's own checks, so what passes here is accepted there. */
 export function resolveInputError(input: unknown): string | undefined {
+  return resolveInputSizeError(input) ?? resolveInputShapeError(input);
+}
+
+/** Why `input` is too large to be a `resolve` payload, or undefined. */
+function resolveInputSizeError(input: unknown): string | undefined {
   const length = jsonOf(input)?.length ?? 0;
   if (length > MAX_RESOLVE_INPUT_CHARS)
     return `input is ${length} characters of JSON, over the limit of ${MAX_RESOLVE_INPUT_CHARS}`;
+  return undefined;
+}
+
+function resolveInputShapeError(input: unknown): string | undefined {
   if (typeof input !== 'object' || input === null || Array.isArray(input))
     return 'expected one JSON object like {"applied": true, "result": ..., "reason": "...", "by": "..."}';
   const fields = input as Record<string, unknown>;
@@ -170,7 +181,12 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       probeFor = { effect: subscription.effect, input: subscription.input };
   });
   setHandler(resolveSignal, (raw: unknown) => {
-    const error = resolveInputError(raw);
+    // A well-formed but oversized verdict went to the store before the size limit (and was
+    // refused there): histories of that keep replaying the old way.
+    const oversized = resolveInputSizeError(raw);
+    const error =
+      resolveInputShapeError(raw) ??
+      (oversized && patched(SIZE_LIMIT_PATCH) ? oversized : undefined);
     if (error) refuse(raw, error);
     else if (offer)
       refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
