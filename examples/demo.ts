@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import pg from 'pg';
+import { maskConnectionString } from '../src/core/mask.js';
 import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
 import { createWorker } from '../src/worker/index.js';
 import {
@@ -41,7 +42,7 @@ async function main(): Promise<void> {
        cents int not null, fence bigint not null, at timestamptz not null default now())`,
   );
   say(
-    `  Postgres  ${DATABASE_URL.replace(/:[^:@/]*@/, ':***@')} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
+    `  Postgres  ${maskConnectionString(DATABASE_URL)} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
   );
 
   const store = new PgStore({ pool, schema: SCHEMA });
@@ -132,7 +133,9 @@ async function main(): Promise<void> {
   say();
   const charges = await bankCharges(key);
   const verdict = JSON.stringify({ chargeId: charges[0] ?? 'none', attempt: 1 });
-  const signal = `{"applied": true, "result": ${verdict}, "reason": "found in the bank ledger", "by": "you"}`;
+  // The episode judged: a verdict that names it cannot decide a later attempt of the same key.
+  const fence = status.fence ?? (await store.inspect(key))?.fence;
+  const signal = `{"applied": true, "result": ${verdict}, "reason": "found in the bank ledger", "by": "you", "fence": ${fence}}`;
   say(
     'Order D is blocked: retrying it blindly could charge twice. A person decides, in the Temporal UI:',
   );
@@ -146,12 +149,12 @@ async function main(): Promise<void> {
   say('  3. Click  "More Actions" > "Send a Signal", signal name: resolve, input (paste):');
   say(`            ${signal}`);
   say(
-    '            (or {"applied": false, "reason": "...", "by": "you"} if the bank never took it: order D is then charged again)',
+    `            (or {"applied": false, "reason": "...", "by": "you", "fence": ${fence}} if the bank never took it: order D is then charged again)`,
   );
   say();
   say('  or from a terminal:');
   say(
-    `    npm run sideeffect -- resolve '${key}' --applied --reason "found in the bank ledger" --result '${verdict}'`,
+    `    npm run sideeffect -- resolve '${key}' --applied --reason "found in the bank ledger" --result '${verdict}' --fence ${fence}`,
   );
   say(
     `    temporal workflow signal --workflow-id '${reconcileWorkflowId(key)}' --name resolve --input '${signal}'`,
@@ -227,7 +230,7 @@ async function connectPostgres(): Promise<pg.Pool> {
     await pool.end().catch(() => {});
     return fail(
       `Postgres does not answer at ${DATABASE_URL} (${(error as Error).message}).\n` +
-        'Start Postgres there, or set DATABASE_URL=postgres://user:password@host:5432/database and run npm start again.',
+        'Start Postgres there, or set DATABASE_URL=postgres://user@host:5432/database (password in PGPASSWORD) and run npm start again.',
     );
   }
 }
@@ -251,8 +254,9 @@ function table(head: string[], rows: string[][]): string {
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
+/** Every failure path ends here, so no message of the demo shows a connection string's password. */
 function fail(message: string): never {
-  process.stderr.write(`\nsideeffect demo: ${message}\n`);
+  process.stderr.write(`\nsideeffect demo: ${maskConnectionString(message)}\n`);
   process.exit(1);
 }
 

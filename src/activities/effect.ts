@@ -38,24 +38,35 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
    * for "at most 4 calls per LLM model". A full key fails the attempt at once with
    * the retryable `SideEffectTooManyInFlight`, before any lease is taken, so
    * Temporal backs off instead of piling attempts up in the worker.
+   * @default no bound
    */
   inFlight?: { limit: number; key?: (input: I) => string };
-  /** Whether a failed apply may simply be retried. Default `unknown`: a failed apply blocks the key until reconciled. */
+  /**
+   * Whether a failed apply may simply be retried. `unknown` and `unsafe`: a failed or
+   * interrupted apply blocks the key until reconciled; `safe`: it frees the key.
+   * @default 'unknown'
+   */
   retrySafety?: RetrySafety;
   /**
    * Error types that mean "the downstream refused, nothing took effect", e.g. `['CardDeclined']`:
    * an apply error whose ApplicationFailure `type` (else its `name`) is listed releases the key
    * and fails the workflow's call, non-retryable, with that type and details; nobody is paged.
    * `NotAppliedError` always counts. Any other error still blocks the key as uncertain.
+   * @default none: only `NotAppliedError`
    */
   definiteFailures?: readonly string[];
-  /** Slow work that must not touch the outside world; the lease is re-checked after it. The lease is renewed and heartbeated during it too. */
+  /**
+   * Slow work that must not touch the outside world; the lease is re-checked after it. The lease
+   * is renewed and heartbeated during it too.
+   * @default none: the grant goes straight to apply
+   */
   prepare?(input: I, context: { key: string; signal: AbortSignal }): Promise<P>;
   /** The side effect. Returns a JSON-serialisable result, recorded and replayed byte for byte. */
   apply(input: I, context: EffectContext<P>): Promise<R>;
   /**
    * Asks the downstream whether `key` took effect, so an uncertain key is
    * reconciled without a person. Answer `undefined` when it cannot tell.
+   * @default none: every uncertain key waits for a person
    */
   probe?(input: I, context: ProbeContext): Promise<ProbeAnswer<R> | undefined>;
 }
@@ -63,7 +74,22 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
 /** Any effect, as the registry holds them. */
 export type AnyEffect = SideEffectDefinition<never, unknown, unknown>;
 
-/** Identity with inference: `defineEffect({ resource: (i: Charge) => ..., apply: async (i, { lease }) => ... })`. */
+/**
+ * Declares one guarded side effect; an identity function that gives `apply` and `probe` their
+ * types from `resource`'s input, and lets workflows type their calls with `typeof effects`.
+ *
+ * @example
+ * ```ts
+ * export const effects = {
+ *   charge: defineEffect({
+ *     resource: (input: { card: string; cents: number }) => `card:${input.card}`,
+ *     async apply(input, { key, lease }) {
+ *       return bank.writeFenced(`card:${input.card}`, lease.fence, (tx) => insertCharge(tx, key, input));
+ *     },
+ *   }),
+ * };
+ * ```
+ */
 export function defineEffect<I, R, P = undefined>(
   definition: SideEffectDefinition<I, R, P>,
 ): SideEffectDefinition<I, R, P> {

@@ -32,13 +32,27 @@ export interface SideEffectActivitiesOptions {
   client: Client;
   /** The task queue whose workers run ReconcileWorkflow (workflows and the reconcile activities). */
   taskQueue: string;
-  /** Reminder period of a waiting ReconcileWorkflow. Default 1 hour. */
+  /**
+   * Reminder period of a waiting ReconcileWorkflow.
+   * @default 3_600_000 (1 hour)
+   */
   remindEveryMs?: number;
-  /** Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows. Default true; needs them registered as Keyword. */
+  /**
+   * Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows; needs them
+   * registered as Keyword on the namespace.
+   * @default true
+   */
   searchAttributes?: boolean;
-  /** Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered. Default 100 ms. */
+  /**
+   * Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered.
+   * @default 100
+   */
   minContendedDelayMs?: number;
-  /** At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a backlog is worked through. Default 1000. */
+  /**
+   * At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a
+   * backlog is worked through.
+   * @default 1000
+   */
   sweepLimit?: number;
   /**
    * A key whose ReconcileWorkflow the sweeper started is started again (use-existing: a no-op
@@ -58,6 +72,15 @@ const RESERVED = new Set(['ensureReconcile', 'inspectKey', 'resolveKey', 'sweepA
  * effect: key `<workflowId>/<step>`, lease renewed and heartbeated while apply
  * runs, outcomes mapped to Temporal failures a retry policy handles right
  * (contended retries after the lease, uncertain never retries blindly).
+ * `createWorker` calls it for you; use it to register them on a Worker you build.
+ *
+ * @example
+ * ```ts
+ * const activities = createSideEffectActivities({
+ *   store: new PgStore({ pool }), effects, ttlMs: 30_000, client, taskQueue: 'payments',
+ * });
+ * await Worker.create({ taskQueue: 'payments', activities, workflowsPath });
+ * ```
  */
 export function createSideEffectActivities(
   options: SideEffectActivitiesOptions,

@@ -63,7 +63,8 @@ export function reconcileActivities({
 }): ReconcileActivities {
   const reconcile: ReconcileActivities = {
     async ensureReconcile(request) {
-      const verdict = verdictOf(await inspect(request.key));
+      const record = await inspect(request.key);
+      const verdict = verdictOf(record);
       if (verdict) return { verdict };
       const subscriber = Context.current().info.workflowExecution?.workflowId;
       if (subscriber === undefined)
@@ -80,7 +81,9 @@ export function reconcileActivities({
           {
             workflowId: reconcileWorkflowId(key),
             taskQueue,
-            args: [reconcileInput({ key, resource, reason, effect, input, probe })],
+            args: [
+              reconcileInput({ key, resource, reason, effect, input, probe, fence: record!.fence }),
+            ],
             signal: subscribeSignal,
             signalArgs: [{ workflowId: subscriber, effect, input, probe }],
             workflowIdConflictPolicy: 'USE_EXISTING',
@@ -102,6 +105,7 @@ export function reconcileActivities({
           applied: resolution.applied,
           reason: resolution.reason,
           ...(resolution.by === undefined ? {} : { by: resolution.by }),
+          ...(resolution.fence === undefined ? {} : { fence: resolution.fence }),
           ...(resolution.applied ? { result: encodeJson(resolution.result) } : {}),
         });
         return outcome.applied
@@ -134,6 +138,7 @@ export function reconcileActivities({
               key: record.key,
               resource: record.resource,
               reason: record.reason ?? 'uncertain',
+              fence: record.fence,
             }),
           ],
           workflowIdConflictPolicy: 'USE_EXISTING',

@@ -5,7 +5,8 @@ import { HELP, UsageError } from './usage.js';
 /** A parsed command line; every field is checked, so commands never see malformed input. */
 export type Command =
   | { name: 'help'; topic: string }
-  | { name: 'migrate'; json: boolean }
+  | { name: 'version' }
+  | { name: 'migrate'; json: boolean; printSql: boolean }
   | { name: 'list'; json: boolean; state?: KeyState; limit: number }
   | { name: 'show'; json: boolean; key: string }
   | {
@@ -16,22 +17,33 @@ export type Command =
       reason: string;
       result: unknown;
       by: string;
+      fence?: number;
     }
   | { name: 'purge'; json: boolean; olderThanMs: number };
 
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
+  migrate: ['print-sql'],
   list: ['state', 'limit'],
-  resolve: ['applied', 'not-applied', 'reason', 'result', 'by'],
+  resolve: ['applied', 'not-applied', 'reason', 'result', 'by', 'fence'],
   purge: ['older-than'],
 };
-const VALUED = new Set(['--state', '--limit', '--reason', '--result', '--by', '--older-than']);
+const VALUED = new Set([
+  '--state',
+  '--limit',
+  '--reason',
+  '--result',
+  '--by',
+  '--fence',
+  '--older-than',
+]);
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 export function parseCommand(argv: string[], user = 'cli'): Command {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help')
     return { name: 'help', topic: 'main' };
+  if (name === '--version' || name === '-v' || name === 'version') return { name: 'version' };
   const help = HELP[name];
   if (!help || name === 'main') throw new UsageError(`unknown command "${name}"`, HELP.main!);
   const { values, positionals } = parse(rest, help);
@@ -53,7 +65,7 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
   switch (name) {
     case 'migrate':
       none();
-      return { name, json };
+      return { name, json, printSql: values['print-sql'] === true };
     case 'list': {
       none();
       const state = values.state as KeyState | undefined;
@@ -86,7 +98,15 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
         }
       }
       const by = typeof values.by === 'string' && values.by ? values.by : user;
-      return { name, json, key, applied: values.applied === true, reason, result, by };
+      const resolve = { name, json, key, applied: values.applied === true, reason, result, by };
+      if (values.fence === undefined) return resolve;
+      const fence = Number(values.fence);
+      if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
+        throw new UsageError(
+          '--fence must be the fence of the uncertain attempt (a positive integer)',
+          help,
+        );
+      return { ...resolve, fence };
     }
     case 'purge': {
       none();
@@ -111,6 +131,7 @@ function parse(args: string[], help: string) {
       strict: true,
       options: {
         json: { type: 'boolean' },
+        'print-sql': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
         state: { type: 'string' },
         limit: { type: 'string' },
@@ -119,6 +140,7 @@ function parse(args: string[], help: string) {
         reason: { type: 'string' },
         result: { type: 'string' },
         by: { type: 'string' },
+        fence: { type: 'string' },
         'older-than': { type: 'string' },
       },
     });

@@ -1,11 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { NotUncertainError, SideEffectError } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
+import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
-import { migrate, PgStore } from '../store/postgres/index.js';
+import { migrate, migrationScript, PgStore } from '../store/postgres/index.js';
 import { type Command, parseCommand } from './args.js';
 import { printKey, printList } from './format.js';
 import { resolveKey } from './resolve.js';
@@ -28,15 +30,19 @@ export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironmen
   };
 }
 
-/** Runs one command line and returns the exit code; all output goes through `out`/`err`. */
+/**
+ * Runs one command line and returns the exit code; all output goes through `out`/`err`. Every
+ * error line is masked (a pg or Temporal error may echo the connection string it was given).
+ */
 export async function main(
   argv: string[],
-  io: { out: (line: string) => void; err: (line: string) => void } = {
+  output: { out: (line: string) => void; err: (line: string) => void } = {
     out: (line) => process.stdout.write(`${line}\n`),
     err: (line) => process.stderr.write(`${line}\n`),
   },
   env: CliEnvironment = environment(),
 ): Promise<number> {
+  const io = { out: output.out, err: (line: string) => output.err(maskConnectionString(line)) };
   let command: Command;
   try {
     command = parseCommand(argv, safeUser());
@@ -47,6 +53,14 @@ export async function main(
   }
   if (command.name === 'help') {
     io.out(HELP[command.topic]!);
+    return EXIT.ok;
+  }
+  if (command.name === 'version') {
+    io.out(packageVersion());
+    return EXIT.ok;
+  }
+  if (command.name === 'migrate' && command.printSql) {
+    io.out(migrationScript({ schema: env.schema }));
     return EXIT.ok;
   }
   const pool = new pg.Pool({
@@ -64,7 +78,11 @@ export async function main(
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
     io.err(`sideeffect: ${error instanceof Error ? error.message : String(error)}`);
     if (command.json)
-      io.out(JSON.stringify({ error: { code, message: String((error as Error).message) } }));
+      io.out(
+        JSON.stringify({
+          error: { code, message: maskConnectionString(String((error as Error).message)) },
+        }),
+      );
     return error instanceof SideEffectError && code !== 'STORE_UNAVAILABLE'
       ? EXIT.refused
       : EXIT.unavailable;
@@ -81,7 +99,10 @@ interface Context {
   io: { out: (line: string) => void; err: (line: string) => void };
 }
 
-async function run(command: Exclude<Command, { name: 'help' }>, ctx: Context): Promise<number> {
+async function run(
+  command: Exclude<Command, { name: 'help' | 'version' }>,
+  ctx: Context,
+): Promise<number> {
   const { store, print } = ctx;
   switch (command.name) {
     case 'migrate': {
@@ -118,8 +139,14 @@ async function run(command: Exclude<Command, { name: 'help' }>, ctx: Context): P
           ctx.io.err(
             `sideeffect: Temporal at ${ctx.env.temporalAddress} does not answer; resolving in the store only`,
           );
-        const { applied, reason, result, by } = command;
-        const input = applied ? { applied, reason, result, by } : { applied, reason, by };
+        const { applied, reason, result, by, fence } = command;
+        const input = {
+          applied,
+          reason,
+          by,
+          ...(applied ? { result } : {}),
+          ...(fence === undefined ? {} : { fence }),
+        };
         const outcome = await resolveKey({ store, client, key: command.key, input });
         print(outcome.message, outcome);
         return outcome.won ? EXIT.ok : EXIT.refused;
@@ -165,4 +192,10 @@ function safeUser(): string {
   } catch {
     return 'cli';
   }
+}
+
+/** The installed package's version: package.json sits two levels up from src/cli and dist/cli alike. */
+function packageVersion(): string {
+  const manifest = new URL('../../package.json', import.meta.url);
+  return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
 }

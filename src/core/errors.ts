@@ -9,6 +9,7 @@ export type SideEffectErrorCode =
   | 'NO_STORE'
   | 'OUTCOME_UNKNOWN'
   | 'NOT_UNCERTAIN'
+  | 'STALE_VERDICT'
   | 'UNKNOWN_OUTCOME'
   | 'KEY_CONFLICT'
   | 'CONTENDED'
@@ -108,6 +109,29 @@ export class NotUncertainError extends SideEffectError {
     readonly state: string,
   ) {
     super(`key "${key}" is not uncertain (state: ${state})`);
+  }
+}
+
+/**
+ * A resolution named another episode of the key than the one the store has: it was made about an
+ * earlier uncertain attempt (the key was since resolved, re-applied and became uncertain again),
+ * or about none that exists. Refused, because a verdict judges one attempt: accepted, a "not
+ * applied" from episode 1 would re-run an effect that episode 2 may already have applied.
+ */
+export class StaleVerdictError extends SideEffectError {
+  readonly code = 'STALE_VERDICT';
+  constructor(
+    readonly key: string,
+    /** The episode the verdict was about. */
+    readonly fence: number,
+    /** The key's episode now (the fence of its last grant). */
+    readonly currentFence: number,
+    /** The key's state now. */
+    readonly state: string,
+  ) {
+    super(
+      `verdict for "${key}" judges episode (fence) ${fence}, but the key is at fence ${currentFence} (${state}): not recorded`,
+    );
   }
 }
 

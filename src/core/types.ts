@@ -67,6 +67,12 @@ export interface Resolution {
   reason: string;
   /** Who decided (a person, a probe); stored with the transition. */
   by?: string;
+  /**
+   * The episode judged: the fence of the uncertain attempt (`KeyRecord.fence` while uncertain).
+   * A verdict for another episode is refused with StaleVerdictError; without one it judges the
+   * current episode.
+   */
+  fence?: Fence;
 }
 
 /** Where a key stands. `uncertain` blocks the key until a resolution. */

@@ -1,4 +1,9 @@
-import { FenceStaleError, KeyConflictError, NotUncertainError } from '../core/errors.js';
+import {
+  FenceStaleError,
+  KeyConflictError,
+  NotUncertainError,
+  StaleVerdictError,
+} from '../core/errors.js';
 import type { FencedSink, ListFilter, Store } from '../core/store.js';
 import type {
   Acquisition,
@@ -17,6 +22,7 @@ import type {
 import {
   checkAction,
   checkBytes,
+  checkLeaseTtl,
   checkReason,
   checkResolution,
   checkText,
@@ -38,8 +44,15 @@ interface ResourceRow {
 }
 
 export interface MemoryStoreOptions {
-  /** The store's clock in epoch milliseconds; inject one to test lease expiry without waiting. */
+  /**
+   * The store's clock in epoch milliseconds; inject one to test lease expiry without waiting.
+   * @default Date.now
+   */
   now?: () => number;
+  /**
+   * Size limits, the same as PgStore's, so a test with MemoryStore refuses what production would.
+   * @default defaultLimits
+   */
   limits?: Partial<Limits>;
 }
 
@@ -69,7 +82,7 @@ export class MemoryStore implements Store {
     options: { applying?: boolean } = {},
   ): Promise<Acquisition> {
     const a = checkAction(action, this.#limits);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const now = this.#now();
     const digest = payloadDigest(a.payload);
     const existing = this.#keys.get(a.key);
@@ -83,7 +96,8 @@ export class MemoryStore implements Store {
     const resource = this.#resource(a.resource);
     const holder = resource.holder;
     const live = holder !== undefined && holder.expiresAt > now;
-    if (existing?.state === 'applying' && !live && a.retrySafety !== 'safe') {
+    // A dead attempt is judged by the declaration it was granted with, not by this caller's.
+    if (existing?.state === 'applying' && !live && existing.retrySafety !== 'safe') {
       this.#transition(existing, 'uncertain', LEASE_LOST, 'acquire');
       resource.holder = undefined;
       return { outcome: 'uncertain', reason: LEASE_LOST };
@@ -118,7 +132,7 @@ export class MemoryStore implements Store {
     ttlMs: number,
     options: { applying?: boolean } = {},
   ): Promise<Lease> {
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const { row, resource } = this.#holding(action, lease);
     const expiresAt = this.#now() + ttlMs;
     resource.holder = { key: row.key, expiresAt };
@@ -160,6 +174,8 @@ export class MemoryStore implements Store {
     checkText('key', key, this.#limits.maxKeyBytes);
     const verdict = checkResolution(resolution, this.#limits);
     const row = this.#keys.get(key);
+    if (row && verdict.fence !== undefined && verdict.fence !== row.fence)
+      throw new StaleVerdictError(key, verdict.fence, row.fence, row.state);
     if (row?.state === 'done')
       return { outcome: 'replayed', applied: true, result: copy(row.result!) };
     if (row?.state !== 'uncertain') throw new NotUncertainError(key, row?.state ?? 'unknown');

@@ -12,6 +12,7 @@ import {
   type SideEffectActivities,
   type SideEffectActivitiesOptions,
 } from '../activities/index.js';
+import { maskError } from '../core/mask.js';
 import { lifecycleDefaults } from './lifecycle.js';
 import { Sweeper } from './sweeper.js';
 
@@ -25,36 +26,56 @@ export const defaultWorkflowsPath: string = (() => {
 
 /** `createWorker`'s options: the activities' options plus how to reach Temporal and which workflows to bundle. */
 export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, 'client'> {
-  /** A connected NativeConnection for the worker; otherwise one to `address` is opened (and closed when `run()` ends). */
+  /**
+   * A connected NativeConnection for the worker.
+   * @default one to `address`, opened here and closed when `run()` ends
+   */
   connection?: NativeConnection;
-  /** Where Temporal's frontend is when no connection/client is given. Default `localhost:7233`. */
+  /**
+   * Where Temporal's frontend is when no connection/client is given.
+   * @default 'localhost:7233'
+   */
   address?: string;
-  /** Default `default`. */
+  /**
+   * The Temporal namespace of the worker and of the ReconcileWorkflows it starts.
+   * @default 'default'
+   */
   namespace?: string;
-  /** Starts ReconcileWorkflows; otherwise one on its own Connection to `address` (closed when `run()` ends). */
+  /**
+   * Starts ReconcileWorkflows.
+   * @default one on its own Connection to `address`, closed when `run()` ends
+   */
   client?: Client;
   /**
    * Your workflows module. It must re-export the library's workflows, because a
    * task queue runs one bundle:
    * `export { ReconcileWorkflow } from 'sideeffect/workflows';`.
-   * Default: the library's own module (ReconcileWorkflow only).
+   * @default the library's own module (ReconcileWorkflow only)
    */
   workflowsPath?: string;
-  /** A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule. */
+  /**
+   * A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule.
+   * @default none: `workflowsPath` is bundled at start
+   */
   workflowBundle?: WorkflowBundleOption;
-  /** Your own activities, registered beside the side-effect activities. */
+  /**
+   * Your own activities, registered beside the side-effect activities.
+   * @default none
+   */
   activities?: object;
   /**
    * About every this many ms (±20 % jitter): `store.sweep()` and a ReconcileWorkflow for
    * every uncertain key without one (a worker died mid-apply and nobody retried). Only the
-   * worker leading the store sweeps (a Postgres advisory lock). Default 60 000; 0 turns it
-   * off (run `sweepAndReconcile` elsewhere then).
+   * worker leading the store sweeps (a Postgres advisory lock). 0 turns it off (run
+   * `sweepAndReconcile` elsewhere then).
+   * @default 60_000
    */
   sweepEveryMs?: number;
   /**
-   * Any other Worker option (concurrency, interceptors, identity...). `shutdownGraceTime`
-   * defaults to `ttlMs` (a shutdown lets running applies finish) and the heartbeat
-   * throttle to `ttlMs / 3` (a cancel reaches apply within about one TTL).
+   * Any other Worker option (concurrency, interceptors, identity...).
+   * @default the SDK's defaults, except `shutdownGraceTime` = `ttlMs` (a shutdown lets running
+   * applies finish) and the heartbeat throttle = `ttlMs / 3` (a cancel reaches apply within
+   * about one TTL)
    */
   workerOptions?: Omit<
     WorkerOptions,
@@ -78,6 +99,19 @@ export interface SideEffectWorker {
  * activities, the reconcile activities and the workflows on a task queue, and
  * runs the sweeper beside it, so no piece of the at-most-once chain is left
  * for the host to forget.
+ *
+ * @example
+ * ```ts
+ * await migrate(pool, { schema: 'sideeffect' });
+ * const { run } = await createWorker({
+ *   taskQueue: 'payments',
+ *   store: new PgStore({ pool, schema: 'sideeffect' }),
+ *   effects, // { charge: defineEffect({ resource, apply, probe }) }
+ *   ttlMs: 30_000,
+ *   workflowsPath: fileURLToPath(new URL('./workflows.js', import.meta.url)),
+ * });
+ * await run();
+ * ```
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<SideEffectWorker> {
   const {
@@ -138,7 +172,8 @@ export async function createWorker(options: CreateWorkerOptions): Promise<SideEf
     };
   } catch (error) {
     await closeAll(opened);
-    throw error;
+    // The SDK echoes the address it was given, credentials included: keep them out of logs.
+    throw maskError(error);
   }
 }
 

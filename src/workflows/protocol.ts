@@ -61,12 +61,21 @@ export interface EnsureReconcileResponse {
 /** A person's (or program's) verdict, exactly as the Temporal UI's signal form or `temporal workflow signal --input` sends it. */
 export interface ResolveInput {
   applied: boolean;
-  /** The result to record when `applied` (what the effect would have returned); ignored otherwise. */
+  /**
+   * The result to record when `applied` (what the effect would have returned); ignored otherwise.
+   * @default null
+   */
   result?: unknown;
   /** Mandatory: why it was judged so. Stored with the transition. */
   reason: string;
   /** Who decided. */
   by?: string;
+  /**
+   * The episode judged: the fence of the uncertain attempt (`sideeffect show`, the `status`
+   * query). The store refuses a verdict for another episode; the ReconcileWorkflow fills in its
+   * own when this is missing.
+   */
+  fence?: number;
 }
 
 /** Input of `ReconcileWorkflow`. Normally built by the `ensureReconcile` and `sweepAndReconcile` activities. */
@@ -77,14 +86,28 @@ export interface ReconcileInput extends UncertainDetails {
   input?: unknown;
   /** The effect has a `probe:<effect>` activity registered. */
   probe?: boolean;
-  /** How often to log a reminder while nobody decided. Default one hour. */
+  /**
+   * How often to log a reminder while nobody decided.
+   * @default 3_600_000 (1 hour)
+   */
   remindEveryMs?: number;
-  /** Upsert SideEffectState as the workflow moves on. Default true; false where those search attributes are not registered. */
+  /**
+   * Upsert SideEffectState as the workflow moves on; false where those search attributes are not
+   * registered.
+   * @default true
+   */
   searchAttributes?: boolean;
   /**
+   * The episode this reconcile judges: the fence of the uncertain attempt, from the store's key
+   * record. Attached to every verdict that names none, so a verdict meant for this run cannot
+   * decide a later episode of the key. Absent in runs started before 0.2.0.
+   */
+  fence?: number;
+  /**
    * Continue as new past this many history events (or 1 MiB of history), even if the server
-   * does not suggest it yet (it also does when `continueAsNewSuggested`). Default 500: far
-   * below Temporal's 51 200-event limit, and small enough to replay in one workflow task.
+   * does not suggest it yet (it also does when `continueAsNewSuggested`); far below Temporal's
+   * 51 200-event limit, and small enough to replay in one workflow task.
+   * @default 500
    */
   continueAsNewAfterEvents?: number;
   /** Set by the run this one continues: what a wait of months must not forget. */
@@ -130,6 +153,8 @@ export interface ReconcileStatus {
   reason: string;
   effect?: string;
   state: 'checking' | 'probing' | 'waiting' | 'resolving' | 'resolved';
+  /** The episode judged (see {@link ReconcileInput.fence}). */
+  fence?: number;
   waitingSince: string;
   rejected: RejectedResolve[];
   subscribers: string[];

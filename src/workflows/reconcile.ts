@@ -59,7 +59,7 @@ export const SIZE_LIMIT_PATCH = 'sideeffect-resolve-size-limit';
 export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
 const MAX_REASON_BYTES = 4096;
 const MAX_BY_BYTES = 512;
-const RESOLVE_FIELDS = new Set(['applied', 'result', 'reason', 'by']);
+const RESOLVE_FIELDS = new Set(['applied', 'result', 'reason', 'by', 'fence']);
 
 const store = proxyActivities<{
   inspectKey(key: string): Promise<Verdict | null>;
@@ -91,8 +91,13 @@ function resolveInputShapeError(input: unknown): string | undefined {
   const fields = input as Record<string, unknown>;
   const unknown = Object.keys(fields).filter((field) => !RESOLVE_FIELDS.has(field));
   if (unknown.length > 0)
-    return `unknown field(s) ${unknown.join(', ')}: only applied, result, reason, by are read`;
+    return `unknown field(s) ${unknown.join(', ')}: only applied, result, reason, by, fence are read`;
   if (typeof fields.applied !== 'boolean') return '"applied" must be true or false';
+  if (
+    fields.fence !== undefined &&
+    !(Number.isSafeInteger(fields.fence) && (fields.fence as number) >= 1)
+  )
+    return '"fence" must be the fence of the uncertain attempt (a positive integer)';
   const reason = textError('reason', fields.reason, MAX_REASON_BYTES);
   if (reason) return reason;
   if (fields.by !== undefined) return textError('by', fields.by, MAX_BY_BYTES);
@@ -138,8 +143,8 @@ function utf8Length(text: string): number {
 interface Offer {
   resolution: ResolveInput;
   via: 'probe' | 'signal' | 'update';
-  /** Set when the store refused it; an Update waiting on it then fails instead of hanging. */
-  refused?: string;
+  /** Set when the store refused it; an Update waiting on it then fails with it instead of hanging. */
+  refused?: ApplicationFailure;
 }
 
 /**
@@ -200,8 +205,9 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       await condition(() => resolution !== undefined || mine.refused !== undefined);
       if (resolution) return resolution;
       throw ApplicationFailure.create({
-        type: SideEffectFailureType.InvalidAction,
-        message: mine.refused!,
+        type: mine.refused!.type ?? SideEffectFailureType.InvalidAction,
+        message: mine.refused!.message,
+        details: mine.refused!.details ? [...mine.refused!.details] : undefined,
         nonRetryable: true,
       });
     },
@@ -224,6 +230,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       runs,
     };
     if (effect) status.effect = effect;
+    if (input.fence !== undefined) status.fence = input.fence;
     if (resolution) status.resolution = resolution;
     return status;
   });
@@ -269,7 +276,13 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       state = 'resolving';
       const current = offer;
       try {
-        const { decided, ...verdict } = await store.resolveKey(key, current.resolution);
+        const { decided, ...verdict } = await store.resolveKey(
+          key,
+          // A verdict judges this run's episode unless it names one itself.
+          current.resolution.fence === undefined && input.fence !== undefined
+            ? { ...current.resolution, fence: input.fence }
+            : current.resolution,
+        );
         resolution = decided
           ? { key, ...verdict, ...describe(current) }
           : { key, ...verdict, reason: 'already decided in the store', decidedBy: 'store' };
@@ -277,7 +290,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
         const refused = refusal(error);
         if (refused === undefined) throw error;
         current.refused = refused;
-        refuse(current.resolution, refused);
+        refuse(current.resolution, refused.message);
         offer = undefined;
       }
       continue;
@@ -350,12 +363,16 @@ function describe(offer: Offer): Pick<ReconcileResolution, 'reason' | 'by' | 'de
   return by === undefined ? { reason, decidedBy: offer.via } : { reason, by, decidedBy: offer.via };
 }
 
-/** The store's refusal of a resolution (non-retryable invalid action), or undefined for any other failure. */
-function refusal(error: unknown): string | undefined {
+const REFUSALS = new Set<string>([
+  SideEffectFailureType.InvalidAction,
+  SideEffectFailureType.StaleVerdict,
+]);
+
+/** The store's refusal of a resolution (invalid, or for another episode), or undefined for any other failure. */
+function refusal(error: unknown): ApplicationFailure | undefined {
   if (!(error instanceof ActivityFailure)) return undefined;
   const cause = error.cause;
-  if (cause instanceof ApplicationFailure && cause.type === SideEffectFailureType.InvalidAction)
-    return cause.message;
+  if (cause instanceof ApplicationFailure && cause.type && REFUSALS.has(cause.type)) return cause;
   return undefined;
 }
 

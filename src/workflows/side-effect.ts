@@ -28,26 +28,33 @@ type Duration = Parameters<typeof sleep>[0];
 export interface SideEffectOptions extends ActivityOptions {
   /**
    * Names this call inside the workflow; the key is `<workflowId>/<step>`.
-   * Default: the effect's name. Two calls with the same step are ONE action:
+   * Two calls with the same step are ONE action:
    * the second replays the first (with another input it fails with
    * `SideEffectKeyConflict`). Give each distinct action its own step.
    * The workflow id survives resets and continue-as-new, so does the key: a
    * new run calling the same step replays the old run's result.
+   * @default the effect's name
    */
   step?: string;
-  /** Replaces `<workflowId>/<step>` as the idempotency key, e.g. `charge/<orderId>` to deduplicate across workflows. */
+  /**
+   * Replaces `<workflowId>/<step>` as the idempotency key, e.g. `charge/<orderId>` to
+   * deduplicate across workflows.
+   * @default `<workflowId>/<step>`
+   */
   key?: string;
   /**
-   * `wait` (default): block until a ReconcileWorkflow decides, then return the
+   * `wait`: block until a ReconcileWorkflow decides, then return the
    * recorded result or run the effect again. `throw`: fail at once with a
    * non-retryable `SideEffectOutcomeUncertain` (the key stays blocked).
+   * @default 'wait'
    */
   onUncertain?: 'wait' | 'throw';
   /**
    * While waiting, when to first re-ask the store, in case the ReconcileWorkflow was
    * terminated or its signal never arrived (it subscribes again only then). Each later
    * recheck waits twice as long, up to once a day, so a wait of months adds a bounded
-   * number of events per day to this workflow's history. Default 1 hour.
+   * number of events per day to this workflow's history.
+   * @default '1 hour'
    */
   recheckEvery?: Duration;
 }
@@ -115,7 +122,12 @@ function listen(): void {
  * is applied once and later calls get the recorded result. When the outcome is
  * uncertain, it waits for the key's ReconcileWorkflow (probe or person) instead
  * of guessing: applied -> the recorded result, never re-applied; not applied ->
- * the effect runs again.
+ * the effect runs again. {@link proxySideEffects} is the typed form.
+ *
+ * @example
+ * ```ts
+ * const receipt = await sideEffect<Receipt>('charge', { card, cents }, { step: 'charge-deposit' });
+ * ```
  */
 export async function sideEffect<R = unknown, I = unknown>(
   effect: string,
@@ -168,9 +180,20 @@ export async function runSideEffect<R = unknown, I = unknown>(
 }
 
 /**
- * A typed facade over {@link sideEffect}, like `proxyActivities`:
- * `const { charge } = proxySideEffects<typeof effects>({ heartbeatTimeout: '30s' })`
- * with `import type` of the host's effects.
+ * The typed way to call effects from a workflow, like `proxyActivities`: each property runs the
+ * effect of that name through {@link sideEffect}, with input and result types taken from its
+ * definition through a type-only import, so nothing of the worker side enters the bundle.
+ *
+ * @example
+ * ```ts
+ * import { proxySideEffects } from 'sideeffect/workflows';
+ * import type { effects } from './effects.js';
+ *
+ * const { charge } = proxySideEffects<typeof effects>({ heartbeatTimeout: '30s' });
+ * export async function order(input: { card: string; cents: number }) {
+ *   return (await charge(input)).chargeId; // key <workflowId>/charge
+ * }
+ * ```
  */
 export function proxySideEffects<E>(defaults: SideEffectOptions = {}): SideEffectsFor<E> {
   return new Proxy({} as SideEffectsFor<E>, {

@@ -1,4 +1,4 @@
-export { migrate } from './migrate.js';
+export { listMigrations, type Migration, migrate, migrationScript } from './migrate.js';
 export { PgFencedSink, type PgFencedSinkOptions } from './sink.js';
 export type { PoolOptions } from './sql.js';
 export { PgStore, type PgStoreOptions } from './store.js';

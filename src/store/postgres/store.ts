@@ -4,6 +4,7 @@ import {
   InvalidActionError,
   KeyConflictError,
   NotUncertainError,
+  StaleVerdictError,
   StoreUnavailableError,
   UnknownOutcomeError,
 } from '../../core/errors.js';
@@ -25,6 +26,7 @@ import type {
 import {
   checkAction,
   checkBytes,
+  checkLeaseTtl,
   checkReason,
   checkResolution,
   checkText,
@@ -33,6 +35,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest } from '../digest.js';
+import { atReadCommitted, checkout, type Session } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -46,8 +49,15 @@ import {
 
 /** How a PgStore connects, where its tables are, and which input it refuses. */
 export interface PgStoreOptions extends PoolOptions {
-  /** The schema `migrate()` was run on; default `sideeffect`. */
+  /**
+   * The schema `migrate()` was run on.
+   * @default 'sideeffect'
+   */
   schema?: string;
+  /**
+   * Size limits checked before any statement is sent; unset fields keep their default.
+   * @default defaultLimits (key 512 B, resource 256 B, payload and result 1 MiB, reason 4 KiB)
+   */
   limits?: Partial<Limits>;
 }
 
@@ -72,7 +82,7 @@ const SQL = {
   complete: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
-  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5)`,
+  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
   purge: (s: string) => `select ${s}.purge($1) as o_purged`,
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
@@ -118,7 +128,7 @@ interface KeyRow {
 }
 
 /**
- * The production Store: the key state machine of DESIGN.md in Postgres, one plpgsql function per
+ * The production Store: the key state machine (docs/architecture.md) in Postgres, one plpgsql function per
  * operation (see migrations/0001_init.sql), so every operation is ONE round trip that decides and
  * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
@@ -126,6 +136,13 @@ interface KeyRow {
  * Input is validated here before anything is sent (InvalidActionError, nothing written). A lost
  * connection or any other database failure is thrown as StoreUnavailableError with the cause:
  * an operation whose fate we do not know is never reported as an outcome.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * await migrate(pool, { schema: 'sideeffect' });
+ * const store = new PgStore({ pool, schema: 'sideeffect' });
+ * ```
  */
 export class PgStore implements Store {
   readonly #pool: pg.Pool;
@@ -138,7 +155,9 @@ export class PgStore implements Store {
 
   constructor(options: PgStoreOptions = {}) {
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
-    this.#sql = statements(this.#schema, SQL);
+    this.#sql = statements(this.#schema, SQL, {
+      named: options.transactionPooling !== true,
+    });
     this.#limits = { ...defaultLimits, ...options.limits };
     const { pool, owned } = openPool(options);
     this.#pool = pool;
@@ -222,7 +241,7 @@ export class PgStore implements Store {
     options: { applying?: boolean } = {},
   ): Promise<Acquisition> {
     const a = checkAction(action, this.#limits);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const row = await this.#one<{
       o_outcome: string;
       o_fence: string | null;
@@ -271,7 +290,7 @@ export class PgStore implements Store {
     options: { applying?: boolean } = {},
   ): Promise<Lease> {
     const a = this.#leaseAction(action, lease);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const row = await this.#one<{ o_outcome: string; o_expires_at_ms: string | null }>('renew', [
       a.key,
       a.resource,
@@ -323,7 +342,15 @@ export class PgStore implements Store {
       o_outcome: string;
       o_result: Buffer | null;
       o_state: string | null;
-    }>('resolve', [key, verdict.applied, result ?? null, verdict.reason, verdict.by ?? 'resolve']);
+      o_fence: string | null;
+    }>('resolve', [
+      key,
+      verdict.applied,
+      result ?? null,
+      verdict.reason,
+      verdict.by ?? 'resolve',
+      verdict.fence ?? null,
+    ]);
     switch (row.o_outcome) {
       case 'resolved':
         return verdict.applied
@@ -337,6 +364,13 @@ export class PgStore implements Store {
         };
       case 'not_uncertain':
         throw new NotUncertainError(key, row.o_state ?? 'unknown');
+      case 'stale':
+        throw new StaleVerdictError(
+          key,
+          verdict.fence!,
+          int(row.o_fence),
+          row.o_state ?? 'unknown',
+        );
       default:
         throw new UnknownOutcomeError(row.o_outcome);
     }
@@ -424,11 +458,22 @@ export class PgStore implements Store {
     operation: keyof typeof SQL,
     values: unknown[],
   ): Promise<R[]> {
+    let session: Session;
     try {
-      const result = await this.#pool.query<R>({ ...this.#sql[operation], values });
-      return result.rows;
+      session = await checkout(this.#pool);
     } catch (error) {
       throw new StoreUnavailableError(operation, error);
+    }
+    let failed = false;
+    try {
+      const { client } = session;
+      const query = { ...this.#sql[operation], values };
+      return (await atReadCommitted(client, () => client.query<R>(query))).rows;
+    } catch (error) {
+      failed = true;
+      throw new StoreUnavailableError(operation, error);
+    } finally {
+      session.release(failed);
     }
   }
 
