@@ -16,7 +16,7 @@ import {
   type SideEffectOutcome,
   statusQuery,
 } from '../../src/workflows/index.js';
-import { type Harness, Ledger, startHarness, waitFor } from './harness.js';
+import { type Harness, Ledger, startHarness } from './harness.js';
 
 const ledger = new Ledger();
 const store = new MemoryStore();
