@@ -16,7 +16,8 @@ import { reconcileWorkflowId, type SideEffectOutcome } from '../../src/workflows
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
 import { deferred, Ledger, testBundle, waitFor } from './harness.js';
 
-const TTL_MS = 3_000;
+// The default shutdown grace is one TTL: enough for the 4 s an apply has left when the test shuts its worker down.
+const TTL_MS = 5_000;
 const store = new MemoryStore();
 const ledger = new Ledger();
 const started = new Map<string, { worker: string; at: number }>();
@@ -27,10 +28,17 @@ function effectsOf(worker: string) {
   return {
     slow: defineEffect({
       resource: (input: { account: string }) => `account:${input.account}`,
-      apply: async (input: { account: string }, { key, lease }) => {
+      apply: async (input: { account: string }, { key, lease, signal }) => {
         started.set(key, { worker, at: Date.now() });
-        // A 5 s call that does not stop halfway: a deploy must wait for it, not abort it.
-        await new Promise((resolve) => setTimeout(resolve, 5_000));
+        // A 5 s call that honours its signal, as every apply should: a shutdown that cancelled
+        // it would leave the key uncertain, so the deploy must wait for it instead.
+        await new Promise((resolve, reject) => {
+          const timer = setTimeout(resolve, 5_000);
+          signal.addEventListener('abort', () => {
+            clearTimeout(timer);
+            reject(signal.reason);
+          });
+        });
         return { line: await ledger.write(lease.resource, lease.fence, key, input) };
       },
     }),
