@@ -5,27 +5,34 @@
  *   the bare statements a correct execute needs, issued straight through pg: two single-row upsert
  *   commits per action (claim the key, record the result). At 1, 8 and 32 concurrent callers.
  * - replay: acquire of a done key beside a bare single-row SELECT of the stored result.
+ * - transactional: `Runner.executeInTransaction` inserting one row on the store's transaction,
+ *   beside (a) the same insert as a hand-written same-database idempotent write (one transaction:
+ *   claim the key row, the insert, record the result) and (b) our own `execute` + `writeFenced` of
+ *   the same insert.
  *
  * Each pair runs several rounds in alternating order; the median counts. Prints the table and
- * whether the targets hold (execute >= 0.6x floor, replay >= 0.8x); never fails on time.
+ * whether the targets hold (execute >= 0.6x floor, replay >= 0.8x, transactional >= 0.8x the
+ * hand-written write and >= 1.3x execute + writeFenced); never fails on time.
  * Run: npx tsx bench/store.bench.ts   (DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test)
  */
 import { randomBytes } from 'node:crypto';
+import { loadavg } from 'node:os';
 import pg from 'pg';
 import { Runner } from '../src/core/index.js';
-import { migrate, PgStore } from '../src/store/postgres/index.js';
+import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
 
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const CONCURRENCIES = [1, 8, 32] as const;
 const ROUNDS = 5;
 const ROUND_MS = 1_000;
 const REPLAY_KEYS = 1_000;
-const TARGETS = { execute: 0.6, replay: 0.8 } as const;
+const TARGETS = { execute: 0.6, replay: 0.8, handWritten: 0.8, fenced: 1.3 } as const;
 
 const schema = `sideeffect_bench_${randomBytes(3).toString('hex')}`;
 const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 32 });
 pool.on('error', () => {});
 const store = new PgStore({ pool, schema });
+const sink = new PgFencedSink({ pool, schema });
 const runner = new Runner(store, { ttlMs: 30_000 });
 const result = { payload: new TextEncoder().encode('ok') };
 const floorTable = `"${schema}".bench_floor`;
@@ -41,6 +48,22 @@ const record = {
 };
 const read = { name: 'bench_floor_read', text: `select result from ${floorTable} where key = $1` };
 const resultBytes = Buffer.from(result.payload);
+const target = `"${schema}".bench_target`;
+const idem = `"${schema}".bench_idem`;
+/** The effect every transactional variant performs: one row in a table of the same database. */
+const insertTarget = {
+  name: 'bench_target_insert',
+  text: `insert into ${target} (key, amount) values ($1, 1)`,
+};
+const handClaim = {
+  name: 'bench_idem_claim',
+  text: `insert into ${idem} (key, state) values ($1, 'applying') on conflict (key) do nothing
+    returning key`,
+};
+const handRecord = {
+  name: 'bench_idem_record',
+  text: `update ${idem} set state = 'done', result = $2 where key = $1`,
+};
 
 let run = 0;
 type Op = (caller: number, n: number) => Promise<void>;
@@ -60,6 +83,43 @@ const ops: Record<string, Op> = {
   'acquire (replay)': async (_caller, n) => {
     const acq = await store.acquire({ key: `done-${n % REPLAY_KEYS}`, resource: 'replay' }, 30_000);
     if (acq.outcome !== 'replayed') throw new Error(`expected replayed, got ${acq.outcome}`);
+  },
+  'tx execute': async (caller, n) => {
+    const key = `t-${run}-${caller}-${n}`;
+    const execution = await runner.executeInTransaction<pg.PoolClient>(
+      { key, resource: `r-${caller}` },
+      async ({ tx }) => {
+        await tx.query({ ...insertTarget, values: [key] });
+        return result;
+      },
+    );
+    if (execution.outcome !== 'applied')
+      throw new Error(`expected applied, got ${execution.outcome}`);
+  },
+  'hand-written idempotent tx': async (caller, n) => {
+    const key = `h-${run}-${caller}-${n}`;
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      const claimed = await client.query({ ...handClaim, values: [key] });
+      if (claimed.rowCount !== 1) throw new Error('expected a fresh key');
+      await client.query({ ...insertTarget, values: [key] });
+      await client.query({ ...handRecord, values: [key, resultBytes] });
+      await client.query('commit');
+    } finally {
+      client.release();
+    }
+  },
+  'execute + writeFenced': async (caller, n) => {
+    const key = `w-${run}-${caller}-${n}`;
+    const execution = await runner.execute({ key, resource: `r-${caller}` }, async ({ lease }) => {
+      await sink.writeFenced(lease.resource, lease.fence, (tx) =>
+        tx.query({ ...insertTarget, values: [key] }),
+      );
+      return result;
+    });
+    if (execution.outcome !== 'applied')
+      throw new Error(`expected applied, got ${execution.outcome}`);
   },
   'floor: 1 select': async (_caller, n) => {
     const { rows } = await pool.query({ ...read, values: [`done-${n % REPLAY_KEYS}`] });
@@ -88,6 +148,9 @@ function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)]!;
 }
+
+/** `BENCH_ONLY=tx` (a substring of a scenario name) runs just the matching scenarios while tuning. */
+const only = process.env.BENCH_ONLY;
 
 async function pair(ours: string, floor: string, concurrency: number): Promise<[number, number]> {
   const a: number[] = [];
@@ -122,6 +185,10 @@ async function main(): Promise<void> {
   await pool.query(
     `create table ${floorTable} (key text primary key, state text not null, result bytea)`,
   );
+  await pool.query(`create table ${target} (key text primary key, amount int not null)`);
+  await pool.query(
+    `create table ${idem} (key text primary key, state text not null, result bytea)`,
+  );
   for (let n = 0; n < REPLAY_KEYS; n++) {
     const action = { key: `done-${n}`, resource: 'replay' };
     await runner.execute(action, async () => result);
@@ -131,25 +198,38 @@ async function main(): Promise<void> {
   // Warm every connection's prepared statements and plpgsql plans.
   await measure(ops['Runner.execute']!, 32);
   await measure(ops['floor: 2 upserts']!, 32);
+  await measure(ops['tx execute']!, 32);
+  await measure(ops['hand-written idempotent tx']!, 32);
+  await measure(ops['execute + writeFenced']!, 32);
 
   const rows: Array<{ scenario: string; c: number; ours: number; floor: number; target: number }> =
     [];
-  for (const c of CONCURRENCIES) {
-    const [ours, floor] = await pair('Runner.execute', 'floor: 2 upserts', c);
-    rows.push({ scenario: 'execute vs 2 upserts', c, ours, floor, target: TARGETS.execute });
-  }
-  for (const c of CONCURRENCIES) {
-    const [ours, floor] = await pair('acquire (replay)', 'floor: 1 select', c);
-    rows.push({ scenario: 'replay vs 1 select', c, ours, floor, target: TARGETS.replay });
+  const scenarios = [
+    ['execute vs 2 upserts', 'Runner.execute', 'floor: 2 upserts', TARGETS.execute],
+    ['replay vs 1 select', 'acquire (replay)', 'floor: 1 select', TARGETS.replay],
+    ['tx vs hand-written', 'tx execute', 'hand-written idempotent tx', TARGETS.handWritten],
+    ['tx vs exec+fenced', 'tx execute', 'execute + writeFenced', TARGETS.fenced],
+  ] as const;
+  for (const [scenario, oursOp, peerOp, target] of scenarios) {
+    if (only && !scenario.includes(only)) continue;
+    for (const c of CONCURRENCIES) {
+      const [ours, floor] = await pair(oursOp, peerOp, c);
+      rows.push({ scenario, c, ours, floor, target });
+    }
   }
 
   const trips = await roundTripsPerExecute();
   console.log(`\nPgStore bench (schema ${schema}, median of ${ROUNDS} x ${ROUND_MS} ms rounds)`);
   console.log(
+    `load average at the end: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
+  console.log(
     `round trips per Runner.execute: ${trips} (acquire straight into applying + complete)\n`,
   );
   console.log(
-    `${'scenario'.padEnd(22)} ${'callers'.padStart(7)} ${'ours ops/s'.padStart(11)} ${'floor ops/s'.padStart(12)} ${'ratio'.padStart(6)} ${'target'.padStart(7)}  met`,
+    `${'scenario'.padEnd(22)} ${'callers'.padStart(7)} ${'ours ops/s'.padStart(11)} ${'peer ops/s'.padStart(12)} ${'ratio'.padStart(6)} ${'target'.padStart(7)}  met`,
   );
   let allMet = true;
   for (const row of rows) {
@@ -157,7 +237,7 @@ async function main(): Promise<void> {
     const met = ratio >= row.target;
     allMet &&= met;
     console.log(
-      `${row.scenario.padEnd(22)} ${String(row.c).padStart(7)} ${row.ours.toFixed(0).padStart(11)} ${row.floor.toFixed(0).padStart(12)} ${ratio.toFixed(2).padStart(6)} ${`>=${row.target}`.padStart(7)}  ${met ? 'yes' : 'NO'}`,
+      `${row.scenario.padEnd(22)} ${String(row.c).padStart(7)} ${row.ours.toFixed(0).padStart(11)} ${row.floor.toFixed(0).padStart(12)} ${ratio.toFixed(2).padStart(6)} ${`>=${row.target}`.padStart(7)}  ${met ? 'met' : 'MISSED'}`,
     );
   }
   console.log(`\ntargets ${allMet ? 'met' : 'NOT all met'}`);

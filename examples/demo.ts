@@ -13,15 +13,18 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import pg from 'pg';
 import { maskConnectionString } from '../src/core/mask.js';
 import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
-import { createWorker } from '../src/worker/index.js';
+import { clusterSettings, createWorker } from '../src/worker/index.js';
 import {
   reconcileWorkflowId,
   type SideEffectOutcome,
   statusQuery,
 } from '../src/workflows/index.js';
 import { type Charge, type ChargeInput, chargeEffect } from './effects.js';
+import { resolveInstructions } from './instructions.js';
 
-const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
+/** Temporal's standard client configuration: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS, TEMPORAL_PROFILE. */
+const TEMPORAL = clusterSettings();
+const TEMPORAL_ADDRESS = TEMPORAL.connectionOptions.address;
 const UI = process.env.TEMPORAL_UI_URL || 'http://localhost:8233';
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const SCHEMA = process.env.SIDEEFFECT_SCHEMA || 'sideeffect';
@@ -48,7 +51,6 @@ async function main(): Promise<void> {
   const store = new PgStore({ pool, schema: SCHEMA });
   const bank = new PgFencedSink({ pool, schema: SCHEMA });
   const worker = await createWorker({
-    address: TEMPORAL_ADDRESS,
     taskQueue: TASK_QUEUE,
     store,
     effects: { charge: chargeEffect(bank, bankTable) },
@@ -132,33 +134,24 @@ async function main(): Promise<void> {
   say(table(['ORDER', 'OUTCOME', 'CHARGE', 'BANK ROWS'], summary));
   say();
   const charges = await bankCharges(key);
-  const verdict = JSON.stringify({ chargeId: charges[0] ?? 'none', attempt: 1 });
   // The episode judged: a verdict that names it cannot decide a later attempt of the same key.
   const fence = status.fence ?? (await store.inspect(key))?.fence;
-  const signal = `{"applied": true, "result": ${verdict}, "reason": "found in the bank ledger", "by": "you", "fence": ${fence}}`;
-  say(
-    'Order D is blocked: retrying it blindly could charge twice. A person decides, in the Temporal UI:',
-  );
-  say();
-  say(
-    `  1. Open   ${UI}/namespaces/default/workflows/${encodeURIComponent(reconcileWorkflowId(key))}`,
-  );
-  say(
-    `  2. Check  the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
-  );
-  say('  3. Click  "More Actions" > "Send a Signal", signal name: resolve, input (paste):');
-  say(`            ${signal}`);
-  say(
-    `            (or {"applied": false, "reason": "...", "by": "you", "fence": ${fence}} if the bank never took it: order D is then charged again)`,
-  );
-  say();
-  say('  or from a terminal:');
-  say(
-    `    npm run sideeffect -- resolve '${key}' --applied --reason "found in the bank ledger" --result '${verdict}' --fence ${fence}`,
-  );
-  say(
-    `    temporal workflow signal --workflow-id '${reconcileWorkflowId(key)}' --name resolve --input '${signal}'`,
-  );
+  say('Order D is blocked: retrying it blindly could charge twice.');
+  const { text } = resolveInstructions({
+    uiUrl: UI,
+    namespace: TEMPORAL.namespace,
+    key,
+    resource: `card:${run}-3`,
+    verdict: {
+      applied: true,
+      result: { chargeId: charges[0] ?? 'none', attempt: 1 },
+      reason: 'found in the bank ledger',
+      by: 'you',
+      ...(fence === undefined ? {} : { fence }),
+    },
+    downstream: `the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
+  });
+  say(text);
   say();
   say(
     'Waiting for the resolve signal... (Ctrl-C to leave it waiting; the workflow keeps waiting in Temporal)',
@@ -206,7 +199,7 @@ async function ensureTemporal(): Promise<void> {
 async function temporalAnswers(): Promise<boolean> {
   try {
     const connection = await Connection.connect({
-      address: TEMPORAL_ADDRESS,
+      ...TEMPORAL.connectionOptions,
       connectTimeout: 2_000,
     });
     try {

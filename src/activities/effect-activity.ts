@@ -3,12 +3,13 @@ import { ApplicationFailure } from '@temporalio/common';
 import { NotAppliedError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
-import type { Store } from '../core/store.js';
+import type { Store, TransactionContext } from '../core/store.js';
 import type { Action, Result } from '../core/types.js';
 import { KeyedGate } from '../syncx/index.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
+import { OUTCOMES_METRIC, type OutcomeLabel } from '../workflows/metrics.js';
 import type { EffectRequest, EffectResponse, ProbeAnswer } from '../workflows/protocol.js';
-import type { AnyEffect } from './effect.js';
+import type { AnyEffect, SideEffectDefinition } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
 
 /** What every effect activity shares: the Runner over the store, the lease TTL, the floor of a contended retry. */
@@ -54,7 +55,8 @@ function guardedActivity(
   effect: AnyEffect,
   { runner, ttlMs, minContendedDelayMs }: EffectActivityContext,
 ) {
-  const definite = new Set(effect.definiteFailures ?? []);
+  // A transactional effect's failure rolls everything back: it is never uncertain to begin with.
+  const definite = new Set(effect.transactional ? [] : (effect.definiteFailures ?? []));
   return async (request: EffectRequest<never>): Promise<EffectResponse> => {
     const context = Context.current();
     const { info } = context;
@@ -92,29 +94,35 @@ function guardedActivity(
       onRenewed: (lease) => context.heartbeat({ key, fence: lease.fence }),
       isDefinite: (error) => definite.has(failureType(error) ?? ''),
     };
-    const apply = async ({ lease, signal }: ApplyContext, prepared: unknown): Promise<Result> => {
-      const result = await effect.apply(input, { key, lease, signal, prepared });
+    const recordable = (result: unknown): Result => {
       try {
         return encodeJson(result);
       } catch (error) {
         throw new InvalidResult(error);
       }
     };
+    const apply = async ({ lease, signal }: ApplyContext, prepared: unknown): Promise<Result> =>
+      recordable(await (effect as PlainEffect).apply(input, { key, lease, signal, prepared }));
     let execution: Execution;
     try {
-      execution = effect.prepare
-        ? await runner.executeWith(
-            action,
-            {
-              prepare: ({ signal }) => effect.prepare!(input, { key, signal }),
-              apply: (prepared, applyContext) => apply(applyContext, prepared),
-            },
-            execute,
+      execution = effect.transactional
+        ? await inTransaction(runner, action, context, ttlMs, async ({ tx, fence, signal }) =>
+            recordable(await effect.apply(input, { tx: tx as never, key, fence, signal })),
           )
-        : await runner.execute(action, (applyContext) => apply(applyContext, undefined), execute);
+        : effect.prepare
+          ? await runner.executeWith(
+              action,
+              {
+                prepare: ({ signal }) => effect.prepare!(input, { key, signal }),
+                apply: (prepared, applyContext) => apply(applyContext, prepared),
+              },
+              execute,
+            )
+          : await runner.execute(action, (applyContext) => apply(applyContext, undefined), execute);
     } catch (error) {
       throw toFailure(error);
     }
+    countOutcome(context, name, execution.outcome === 'failed' ? 'not_applied' : execution.outcome);
     switch (execution.outcome) {
       case 'applied':
       case 'replayed':
@@ -149,6 +157,36 @@ function guardedActivity(
         throw execution.error;
     }
   };
+}
+
+type PlainEffect = SideEffectDefinition<never, unknown, unknown>;
+
+/**
+ * Runs a transactional effect, heartbeating Temporal every ttl/3 meanwhile. No lease renewal:
+ * the transaction's row lock holds the resource until commit, and a lost connection rolls back.
+ */
+async function inTransaction(
+  runner: Runner,
+  action: Action,
+  context: Context,
+  ttlMs: number,
+  work: (context: TransactionContext<unknown>) => Promise<Result>,
+): Promise<Execution> {
+  const heartbeat = setInterval(() => context.heartbeat(), Math.max(1, Math.floor(ttlMs / 3)));
+  try {
+    return await runner.executeInTransaction(action, work, {
+      signal: context.cancellationSignal,
+    });
+  } finally {
+    clearInterval(heartbeat);
+  }
+}
+
+/** One guarded call's end, on the worker's metric meter: a rise in `uncertain` is what pages someone. */
+function countOutcome(context: Context, effect: string, outcome: OutcomeLabel): void {
+  context.metricMeter
+    .createCounter(OUTCOMES_METRIC, 'calls', 'guarded side-effect calls, by how they ended')
+    .add(1, { effect, outcome });
 }
 
 /** `probe:<effect>`: asks the downstream whether a key took effect; null when it cannot tell. */

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { Fence, Lease, RetrySafety } from '../core/types.js';
 import type { ProbeAnswer } from '../workflows/protocol.js';
 
@@ -30,6 +31,8 @@ export interface ProbeContext {
  * through Temporal and the store.
  */
 export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
+  /** Not transactional: the downstream is outside the store's database (see TransactionalEffectDefinition). */
+  transactional?: false;
   /** What the lease makes exclusive (one live holder at a time), e.g. `account:42`. */
   resource(input: I): string;
   /**
@@ -71,8 +74,42 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
   probe?(input: I, context: ProbeContext): Promise<ProbeAnswer<R> | undefined>;
 }
 
+/** What a transactional effect's apply gets: the store's open transaction and the grant it runs under. */
+export interface TransactionalEffectContext<Tx> {
+  /** The store's transaction: run every statement of the effect on it; never commit or roll back. */
+  tx: Tx;
+  key: string;
+  /** The fence of this grant (handy as a version column downstream). */
+  fence: Fence;
+  /** Fires when Temporal cancels the activity: throw, and everything rolls back. */
+  signal: AbortSignal;
+}
+
+/**
+ * An effect whose downstream is a table in the store's own Postgres: acquire,
+ * its statements and complete commit in ONE transaction, so a crash rolls all
+ * of it back and the key never becomes uncertain (exactly once, one commit).
+ * A throwing apply rolls back and fails the attempt, which Temporal retries.
+ * Needs PgStore (else NotTransactionalError at worker start). No prepare, no
+ * probe, no retrySafety: with nothing ever uncertain they have nothing to do.
+ * While it runs, other attempts on its resource wait for its commit.
+ */
+export interface TransactionalEffectDefinition<I = unknown, R = unknown, Tx = pg.PoolClient> {
+  transactional: true;
+  resource(input: I): string;
+  /** As for SideEffectDefinition: bounds attempts in flight within one worker. */
+  inFlight?: { limit: number; key?: (input: I) => string };
+  /** The effect's statements, on `tx`. Returns a JSON-serialisable result, recorded in the same commit. */
+  apply(input: I, context: TransactionalEffectContext<Tx>): Promise<R>;
+  prepare?: never;
+  probe?: never;
+  retrySafety?: never;
+}
+
 /** Any effect, as the registry holds them. */
-export type AnyEffect = SideEffectDefinition<never, unknown, unknown>;
+export type AnyEffect =
+  | SideEffectDefinition<never, unknown, unknown>
+  | TransactionalEffectDefinition<never, unknown, pg.PoolClient>;
 
 /**
  * Declares one guarded side effect; an identity function that gives `apply` and `probe` their
@@ -90,8 +127,12 @@ export type AnyEffect = SideEffectDefinition<never, unknown, unknown>;
  * };
  * ```
  */
+export function defineEffect<I, R, Tx = pg.PoolClient>(
+  definition: TransactionalEffectDefinition<I, R, Tx>,
+): TransactionalEffectDefinition<I, R, Tx>;
 export function defineEffect<I, R, P = undefined>(
   definition: SideEffectDefinition<I, R, P>,
-): SideEffectDefinition<I, R, P> {
+): SideEffectDefinition<I, R, P>;
+export function defineEffect(definition: AnyEffect): AnyEffect {
   return definition;
 }

@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
-import type { KeyRecord } from '../core/types.js';
+import type { KeyRecord, UncertainBacklog } from '../core/types.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
 import {
   type EnsureReconcileRequest,
@@ -20,11 +20,12 @@ import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
 
-/** What one sweep did: the store's conclusions, and the uncertain keys that now have a ReconcileWorkflow (started or already running). */
+/** What one sweep did: the store's conclusions, the uncertain keys that now have a ReconcileWorkflow (started or already running), and the backlog after it. */
 export interface SweepAndReconcileReport {
   uncertain: string[];
   freed: string[];
   reconciling: string[];
+  backlog: UncertainBacklog;
 }
 
 /** The reconcile side, registered beside the effects. */
@@ -145,7 +146,7 @@ export function reconcileActivities({
         });
         reconciling.push(record.key);
       }
-      return { uncertain, freed, reconciling };
+      return { uncertain, freed, reconciling, backlog: await store.uncertainBacklog() };
     },
   };
 

@@ -7,26 +7,33 @@ import { decodeJson } from '../core/json.js';
 import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
-import { migrate, migrationScript, PgStore } from '../store/postgres/index.js';
+import { migrate, migrationScript, PgStore, storeStats } from '../store/postgres/index.js';
+import { type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, parseCommand } from './args.js';
-import { printKey, printList } from './format.js';
+import { printKey, printList, printStats } from './format.js';
 import { resolveKey } from './resolve.js';
+import {
+  type BatchVerdict,
+  printBatch,
+  readVerdictFile,
+  resolveBatch,
+  selectUncertain,
+} from './resolve-batch.js';
 import { EXIT, HELP, UsageError } from './usage.js';
 
 /** Where the CLI finds the store and Temporal; the same variables the worker and the demo read. */
 export interface CliEnvironment {
   databaseUrl: string;
   schema: string;
-  temporalAddress: string;
-  namespace: string;
+  /** Temporal's standard client configuration (profile file and TEMPORAL_* variables), read when a command needs Temporal. */
+  temporal: () => ClusterSettings;
 }
 
 export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
   return {
     databaseUrl: env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
     schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
-    temporalAddress: env.TEMPORAL_ADDRESS || '127.0.0.1:7233',
-    namespace: env.TEMPORAL_NAMESPACE || 'default',
+    temporal: () => clusterSettings({ env }),
   };
 }
 
@@ -132,12 +139,13 @@ async function run(
       return EXIT.ok;
     }
     case 'resolve': {
-      const connection = await connectTemporal(ctx.env.temporalAddress);
+      const temporal = ctx.env.temporal();
+      const connection = await connectTemporal(temporal);
       try {
-        const client = connection && new Client({ connection, namespace: ctx.env.namespace });
+        const client = connection && new Client({ connection, namespace: temporal.namespace });
         if (!client)
           ctx.io.err(
-            `sideeffect: Temporal at ${ctx.env.temporalAddress} does not answer; resolving in the store only`,
+            `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
           );
         const { applied, reason, result, by, fence } = command;
         const input = {
@@ -160,6 +168,13 @@ async function run(
         await connection?.close();
       }
     }
+    case 'resolve-batch':
+      return resolveMany(command, ctx);
+    case 'stats': {
+      const stats = await storeStats(ctx.pool, { schema: ctx.env.schema });
+      print(printStats(stats), stats);
+      return EXIT.ok;
+    }
     case 'purge': {
       const purged = await store.purge({ olderThanMs: command.olderThanMs });
       print(`purged ${purged} done key(s)`, { purged });
@@ -168,9 +183,58 @@ async function run(
   }
 }
 
-async function connectTemporal(address: string): Promise<Connection | undefined> {
+async function resolveMany(
+  command: Extract<Command, { name: 'resolve-batch' }>,
+  ctx: Context,
+): Promise<number> {
+  const { source, by, dryRun } = command;
+  let verdicts: BatchVerdict[];
+  let selected: string;
+  if (source.from === 'file') {
+    try {
+      verdicts = await readVerdictFile(source.file, by);
+    } catch (error) {
+      if (!(error instanceof UsageError)) throw error;
+      ctx.io.err(`sideeffect: ${error.message}`);
+      if (command.json)
+        ctx.io.out(JSON.stringify({ error: { code: error.code, message: error.message } }));
+      return EXIT.usage;
+    }
+    selected = `${verdicts.length} verdict(s) from ${source.file}`;
+  } else {
+    const keys = await selectUncertain(ctx.store, source.selection, async () => {
+      const { rows } = await ctx.pool.query<{ now: string }>(
+        'select floor(extract(epoch from clock_timestamp()) * 1000)::bigint as now',
+      );
+      return Number(rows[0]!.now);
+    });
+    const { applied, reason } = source;
+    verdicts = keys.map((key) =>
+      applied ? { key, applied, result: null, reason, by } : { key, applied, reason, by },
+    );
+    selected = `${keys.length} uncertain key(s) on ${source.selection.resource}`;
+  }
+  const temporal = dryRun ? undefined : ctx.env.temporal();
+  const connection = temporal && (await connectTemporal(temporal));
   try {
-    return await Connection.connect({ address, connectTimeout: 3_000 });
+    const client = connection && new Client({ connection, namespace: temporal!.namespace });
+    if (temporal && !client)
+      ctx.io.err(
+        `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
+      );
+    const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun });
+    ctx.print(printBatch(report, selected), report);
+    if (report.failed.length > 0) return EXIT.unavailable;
+    if (report.alreadyDecided.length > 0 || report.refused.length > 0) return EXIT.refused;
+    return EXIT.ok;
+  } finally {
+    await connection?.close();
+  }
+}
+
+async function connectTemporal(settings: ClusterSettings): Promise<Connection | undefined> {
+  try {
+    return await Connection.connect({ ...settings.connectionOptions, connectTimeout: 3_000 });
   } catch {
     return undefined;
   }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
@@ -6,6 +7,7 @@ import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
 import {
+  CLI_UPDATE_ID_PREFIX,
   type ReconcileResolution,
   type ResolveInput,
   reconcileWorkflowId,
@@ -39,7 +41,10 @@ export async function resolveKey(options: {
     try {
       const final = await client.workflow
         .getHandle(reconcileWorkflowId(key))
-        .executeUpdate(resolveUpdate, { args: [input] });
+        .executeUpdate(resolveUpdate, {
+          args: [input],
+          updateId: `${CLI_UPDATE_ID_PREFIX}${randomUUID()}`,
+        });
       return report('workflow', input, final, sameVerdict(input, final));
     } catch (error) {
       const stale = staleVerdict(key, error);

@@ -15,6 +15,9 @@ export type SideEffectErrorCode =
   | 'CONTENDED'
   | 'STORE_UNAVAILABLE'
   | 'MIGRATION_CONFLICT'
+  | 'ACTIVITY_NAME_CLASH'
+  | 'SEARCH_ATTRIBUTES_MISSING'
+  | 'NOT_TRANSACTIONAL'
   | 'NOT_APPLIED';
 
 /** Base of every error this library throws on purpose. */
@@ -144,16 +147,23 @@ export class UnknownOutcomeError extends SideEffectError {
 }
 
 /**
- * The key is already bound to another resource or other parameters. Reusing a
- * key for a different action would replay the wrong result.
+ * The key is already bound to another resource, other parameters, or the other
+ * execution mode (`transactional`: used once inside a store transaction and once
+ * outside it). Reusing a key for a different action would replay the wrong
+ * result; mixing modes would let an at-most-once attempt and an exactly-once
+ * one judge the same key by different rules.
  */
 export class KeyConflictError extends SideEffectError {
   readonly code = 'KEY_CONFLICT';
   constructor(
     readonly key: string,
-    readonly field: 'resource' | 'payload',
+    readonly field: 'resource' | 'payload' | 'transactional',
   ) {
-    super(`key "${key}" is already bound to a different ${field}`);
+    super(
+      field === 'transactional'
+        ? `key "${key}" is already used by the other execution mode (transactional vs not)`
+        : `key "${key}" is already bound to a different ${field}`,
+    );
   }
 }
 
@@ -196,6 +206,54 @@ export class StoreUnavailableError extends SideEffectError {
  */
 export class MigrationConflictError extends SideEffectError {
   readonly code = 'MIGRATION_CONFLICT';
+}
+
+/**
+ * A transactional effect was asked of a store that cannot run the effect's
+ * statements in its own transaction (only PgStore can). Refused up front: run
+ * outside the store's transaction, the effect would silently lose its
+ * exactly-once guarantee.
+ */
+export class NotTransactionalError extends SideEffectError {
+  readonly code = 'NOT_TRANSACTIONAL';
+  constructor(what = 'this store') {
+    super(`${what} cannot run transactional effects: use PgStore`);
+  }
+}
+
+/**
+ * One of the host's activities has the name of a side-effect activity. Raised
+ * at worker start, because letting one silently replace the other would run
+ * the wrong code under a name the workflows rely on.
+ */
+export class ActivityNameClashError extends SideEffectError {
+  readonly code = 'ACTIVITY_NAME_CLASH';
+  constructor(readonly names: string[]) {
+    super(
+      `activity name(s) ${names.map((name) => `"${name}"`).join(', ')} registered both by your worker and by sideeffect: rename yours` +
+        (names.some((name) => !name.startsWith('sideeffect.'))
+          ? ' (the 0.1.0 names can be dropped with legacyActivityNames: false once no 0.1.0 run is open)'
+          : ''),
+    );
+  }
+}
+
+/**
+ * The namespace lacks the search attributes ReconcileWorkflow upserts, and the
+ * worker was told to require them. Raised at worker start instead of letting
+ * every ReconcileWorkflow fail its workflow task in a loop.
+ */
+export class SearchAttributesMissingError extends SideEffectError {
+  readonly code = 'SEARCH_ATTRIBUTES_MISSING';
+  constructor(
+    readonly namespace: string,
+    readonly missing: string[],
+    readonly command: string,
+  ) {
+    super(
+      `namespace "${namespace}" lacks the search attribute(s) ${missing.join(', ')}; register them with: ${command}`,
+    );
+  }
 }
 
 /**

@@ -2,7 +2,14 @@ export * from './errors.js';
 export { decodeJson, encodeJson, NotJsonError } from './json.js';
 export { maskConnectionString } from './mask.js';
 export * from './runner.js';
-export type { FencedSink, ListFilter, Store } from './store.js';
+export {
+  type FencedSink,
+  isTransactionalStore,
+  type ListFilter,
+  type Store,
+  type TransactionalStore,
+  type TransactionContext,
+} from './store.js';
 export * from './types.js';
 export {
   checkAction,

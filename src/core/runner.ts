@@ -4,11 +4,12 @@ import {
   LeaseLostError,
   NoStoreError,
   NotAppliedError,
+  NotTransactionalError,
   OutcomeUnknownError,
   UnknownOutcomeError,
 } from './errors.js';
 import { KeepAlive } from './keep-alive.js';
-import type { Store } from './store.js';
+import { isTransactionalStore, type Store, type TransactionContext } from './store.js';
 import type { Action, Lease, Resolution, ResolveOutcome, Result } from './types.js';
 import { checkAction, checkResolution, checkTtl } from './validate.js';
 
@@ -108,6 +109,25 @@ export class Runner {
     options: ExecuteOptions = {},
   ): Promise<Execution> {
     return this.#execute(action, effect.prepare, effect.apply, options);
+  }
+
+  /**
+   * Exactly once, for an effect whose downstream is a table in the store's own
+   * database: acquire, `apply`'s statements (run them on `tx`) and complete
+   * commit together in one transaction, so a crash rolls all of it back and the
+   * outcome is never uncertain. A throwing apply ends as `failed` with nothing
+   * applied, whatever its retrySafety. Needs a TransactionalStore (PgStore),
+   * else NotTransactionalError. While it runs, other acquires of the resource
+   * wait for its commit (the row lock is the lease) instead of answering contended.
+   */
+  async executeInTransaction<Tx>(
+    action: Action,
+    apply: (context: TransactionContext<Tx>) => Promise<Result>,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Execution> {
+    const store = this.#requireStore();
+    if (!isTransactionalStore<Tx>(store)) throw new NotTransactionalError();
+    return store.executeInTransaction(checkAction(action), checkTtl(this.#ttlMs), apply, options);
   }
 
   /** Records a verdict on an uncertain key; first resolution wins. */

@@ -1,3 +1,4 @@
+import type { Execution } from './runner.js';
 import type {
   Acquisition,
   Action,
@@ -11,6 +12,7 @@ import type {
   ResolveOutcome,
   Result,
   SweepReport,
+  UncertainBacklog,
 } from './types.js';
 
 /** Which keys `Store.list` returns, and in what order. */
@@ -89,6 +91,12 @@ export interface Store {
    */
   sweep(): Promise<SweepReport>;
 
+  /**
+   * How many keys wait for a verdict and how long the oldest has waited, in
+   * one cheap read. Nothing else tells anyone that a payment is stuck.
+   */
+  uncertainBacklog(): Promise<UncertainBacklog>;
+
   /** The key's current record, or undefined if the store never saw it. */
   inspect(key: Key): Promise<KeyRecord | undefined>;
 
@@ -150,4 +158,49 @@ export interface FencedSink<Tx> {
    * write is refused. Never refuses: a higher mark already fences it out.
    */
   readFenced<T>(resource: string, fence: Fence, read: (tx: Tx) => Promise<T>): Promise<T>;
+}
+
+/** What a transactional effect gets: the store's own transaction, the key and the fence it holds. */
+export interface TransactionContext<Tx> {
+  /** The store's open transaction: run every statement of the effect on it; never commit or roll back yourself. */
+  tx: Tx;
+  key: Key;
+  /** The fence of this grant (useful as a version column downstream). */
+  fence: Fence;
+  /** Fires when the caller gives up (for example Temporal cancelling the activity); throw to roll back. */
+  signal: AbortSignal;
+}
+
+/**
+ * A store that can run an effect's own statements inside the transaction that
+ * acquires and completes its key: a crash or a lost connection rolls all of it
+ * back, so the outcome is never uncertain (exactly once) and it costs one commit.
+ */
+export interface TransactionalStore<Tx> extends Store {
+  /**
+   * Acquire (straight into applying), `work(tx)` and complete, in ONE transaction
+   * on one connection. `work` throwing rolls everything back: `failed`, nothing
+   * applied. Replayed, contended and uncertain keys are answered as `acquire`
+   * answers them, without calling `work`. A commit whose answer was lost throws
+   * StoreUnavailableError; the store knows which way it went, so a retry
+   * replays or applies, never duplicates. A key used both here and through
+   * `acquire` is a KeyConflictError (`transactional`).
+   */
+  executeInTransaction(
+    action: Action,
+    ttlMs: number,
+    work: (context: TransactionContext<Tx>) => Promise<Result>,
+    options?: { signal?: AbortSignal },
+  ): Promise<Execution>;
+}
+
+/** Whether `store` can run transactional effects. */
+export function isTransactionalStore<Tx = unknown>(
+  store: Store | undefined,
+): store is TransactionalStore<Tx> {
+  return (
+    typeof store === 'object' &&
+    store !== null &&
+    typeof (store as Partial<TransactionalStore<Tx>>).executeInTransaction === 'function'
+  );
 }

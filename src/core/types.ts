@@ -114,6 +114,14 @@ export interface KeyEvent {
   at: number;
 }
 
+/** The keys waiting for a verdict, by the store's clock: what an operator is paged on. */
+export interface UncertainBacklog {
+  /** Uncertain keys now. */
+  count: number;
+  /** How long the oldest of them has been uncertain, 0 when none. */
+  oldestAgeMs: number;
+}
+
 /** What `Store.sweep` concluded: keys whose holder's lease ran out with nobody to finish them. */
 export interface SweepReport {
   /** Keys that were `applying` and became `uncertain`. */

@@ -4,3 +4,12 @@ import { createHash } from 'node:crypto';
 export function payloadDigest(payload: Uint8Array): Buffer {
   return createHash('sha256').update(payload).digest();
 }
+
+/**
+ * A transactional key's binding: the payload's digest salted with the mode, so the same key
+ * used once inside a store transaction and once outside it never matches its own binding and is
+ * caught as a conflict instead of being judged by two sets of rules.
+ */
+export function transactionalDigest(payload: Uint8Array): Buffer {
+  return createHash('sha256').update('sideeffect/transactional\0').update(payload).digest();
+}

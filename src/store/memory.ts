@@ -18,6 +18,7 @@ import type {
   ResolveOutcome,
   Result,
   SweepReport,
+  UncertainBacklog,
 } from '../core/types.js';
 import {
   checkAction,
@@ -219,6 +220,14 @@ export class MemoryStore implements Store {
 
   async events(key: Key): Promise<KeyEvent[]> {
     return this.#events.filter((event) => event.key === key).map((event) => ({ ...event }));
+  }
+
+  async uncertainBacklog(): Promise<UncertainBacklog> {
+    const since = [...this.#keys.values()]
+      .filter((row) => row.state === 'uncertain')
+      .map((row) => row.updatedAt);
+    if (since.length === 0) return { count: 0, oldestAgeMs: 0 };
+    return { count: since.length, oldestAgeMs: Math.max(0, this.#now() - Math.min(...since)) };
   }
 
   async purge(options: { olderThanMs: number }): Promise<number> {

@@ -1,6 +1,8 @@
 import { Runtime } from '@temporalio/worker';
 import type { SideEffectActivities } from '../activities/index.js';
 import type { Store } from '../core/store.js';
+import { libraryActivityNames } from '../workflows/protocol.js';
+import { publishBacklog } from './backlog-gauges.js';
 
 /** How far each pause between sweeps strays from the period, as a fraction of it. */
 const JITTER = 0.2;
@@ -48,7 +50,8 @@ export class Sweeper {
   async #tick(): Promise<void> {
     try {
       const leads = this.#store.leadSweep ? await this.#store.leadSweep(this) : true;
-      if (leads && !this.#stopped) await this.#activities.sweepAndReconcile();
+      if (leads && !this.#stopped)
+        publishBacklog(await this.#activities[libraryActivityNames.sweepAndReconcile]());
     } catch (error) {
       Runtime.instance().logger.warn('sideeffect sweep failed', {
         error: error instanceof Error ? error.message : String(error),

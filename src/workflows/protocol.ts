@@ -190,8 +190,67 @@ export const subscribeSignal = defineSignal<[Subscription]>('subscribe');
 /** The verdict, sent to every subscribed workflow; `sideEffect()` waits for it. */
 export const reconciledSignal = defineSignal<[Reconciled]>('reconciled');
 
+/**
+ * Activity types of the library's own activities, prefixed so they cannot
+ * collide with the host's activities on a shared Worker.
+ */
+export const libraryActivityNames = {
+  ensureReconcile: 'sideeffect.ensureReconcile',
+  inspectKey: 'sideeffect.inspectKey',
+  resolveKey: 'sideeffect.resolveKey',
+  sweepAndReconcile: 'sideeffect.sweepAndReconcile',
+} as const;
+
+/**
+ * The 0.1.0 activity types. Workflows started by 0.1.0 keep scheduling them
+ * (their histories say so), so workers register them as aliases until those
+ * runs are gone.
+ */
+export const legacyActivityNames = {
+  ensureReconcile: 'ensureReconcile',
+  inspectKey: 'inspectKey',
+  resolveKey: 'resolveKey',
+} as const;
+
+/**
+ * A `resolve` input laid out as the Temporal UI's signal form lays it out
+ * (two-space indent, one field a line). The form reformats single-line JSON on
+ * the first Submit click; the dialog grows and that click is lost. Pasting
+ * this shape leaves nothing to reformat, so one click sends.
+ */
+export const verdictJson = (input: ResolveInput): string => JSON.stringify(input, null, 2);
+
+/**
+ * The visibility query for ReconcileWorkflows waiting for a person, on one
+ * resource or on all: what `temporal workflow signal --query` batches over and
+ * what a saved view in the UI lists. `ExecutionStatus="Running"` keeps out a
+ * run terminated while waiting (its SideEffectState stays `waiting`), which a
+ * batch signal would count as a failure.
+ */
+export function waitingQuery(resource?: string): string {
+  const waiting = `WorkflowType="ReconcileWorkflow" AND ExecutionStatus="Running" AND ${searchAttributeKeys.state.name}="waiting"`;
+  if (resource === undefined) return waiting;
+  return `${waiting} AND ${searchAttributeKeys.resource.name}=${JSON.stringify(resource)}`;
+}
+
+/**
+ * Update ids `sideeffect resolve` sends with, so the ReconcileWorkflow can
+ * count CLI verdicts apart from other programmatic ones (its metrics only;
+ * the resolution still says `decidedBy: 'update'`).
+ */
+export const CLI_UPDATE_ID_PREFIX = 'sideeffect-cli/';
+
 /** Activity type of an effect's probe. */
-export const probeActivityName = (effect: string): string => `probe:${effect}`;
+export const probeActivityName = (effect: string): string => `sideeffect.probe.${effect}`;
+
+/** The 0.1.0 activity type of an effect's probe, registered as an alias like {@link legacyActivityNames}. */
+export const legacyProbeActivityName = (effect: string): string => `probe:${effect}`;
+
+/**
+ * Patch id that moved the workflows from the 0.1.0 activity types to the
+ * prefixed ones: a run that started without it keeps the old types on replay.
+ */
+export const namespacedActivitiesPatch = 'sideeffect.namespaced-activities';
 
 /**
  * The search attributes a ReconcileWorkflow keeps (all Keyword; register them

@@ -4,8 +4,10 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  currentUpdateInfo,
   getExternalWorkflowHandle,
   log,
+  metricMeter,
   patched,
   proxyActivities,
   setCurrentDetails,
@@ -16,6 +18,17 @@ import {
 } from '@temporalio/workflow';
 import { SideEffectFailureType } from './failures.js';
 import {
+  type DecidedByLabel,
+  RECONCILES_OPENED_METRIC,
+  RECONCILES_RESOLVED_METRIC,
+  TIME_TO_RESOLUTION_METRIC,
+} from './metrics.js';
+import {
+  CLI_UPDATE_ID_PREFIX,
+  legacyActivityNames,
+  legacyProbeActivityName,
+  libraryActivityNames,
+  namespacedActivitiesPatch,
   type ProbeAnswer,
   probeActivityName,
   type ReconcileCarried,
@@ -31,6 +44,8 @@ import {
   statusQuery,
   subscribeSignal,
   type Verdict,
+  verdictJson,
+  waitingQuery,
 } from './protocol.js';
 
 const HOUR = 60 * 60 * 1000;
@@ -61,10 +76,24 @@ const MAX_REASON_BYTES = 4096;
 const MAX_BY_BYTES = 512;
 const RESOLVE_FIELDS = new Set(['applied', 'result', 'reason', 'by', 'fence']);
 
-const store = proxyActivities<{
-  inspectKey(key: string): Promise<Verdict | null>;
-  resolveKey(key: string, resolution: ResolveInput): Promise<Verdict & { decided: boolean }>;
-}>({ startToCloseTimeout: '1 minute' });
+type InspectKey = (key: string) => Promise<Verdict | null>;
+type ResolveKey = (
+  key: string,
+  resolution: ResolveInput,
+) => Promise<Verdict & { decided: boolean }>;
+const storeActivities = proxyActivities<Record<string, InspectKey | ResolveKey>>({
+  startToCloseTimeout: '1 minute',
+});
+
+/** The store activities and the probe's type under the names this run started with (0.1.0 runs keep theirs). */
+function activityNames(namespaced: boolean) {
+  const names = namespaced ? libraryActivityNames : legacyActivityNames;
+  return {
+    inspectKey: storeActivities[names.inspectKey] as InspectKey,
+    resolveKey: storeActivities[names.resolveKey] as ResolveKey,
+    probe: namespaced ? probeActivityName : legacyProbeActivityName,
+  };
+}
 
 /** Retries a flaky downstream a few times, then leaves the decision to a person rather than looping forever. */
 const probeOptions = {
@@ -140,9 +169,17 @@ function utf8Length(text: string): number {
   return bytes;
 }
 
+/** What the UI's signal list and Update list say about `resolve`. */
+const RESOLVE_SIGNAL_DESCRIPTION =
+  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "..."} or {"applied": false, "reason": "...", "by": "..."}. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
+const RESOLVE_UPDATE_DESCRIPTION =
+  'Decide this uncertain key and wait for the final resolution; refused synchronously when malformed. Same input as the resolve signal.';
+
 interface Offer {
   resolution: ResolveInput;
   via: 'probe' | 'signal' | 'update';
+  /** Who decided, for the metrics: an Update sent by `sideeffect resolve` counts as `cli`. */
+  channel: DecidedByLabel;
   /** Set when the store refused it; an Update waiting on it then fails with it instead of hanging. */
   refused?: ApplicationFailure;
 }
@@ -160,6 +197,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   const remindEveryMs = input.remindEveryMs ?? HOUR;
   const indexed = input.searchAttributes !== false;
   const eventBound = input.continueAsNewAfterEvents ?? CONTINUE_AS_NEW_AFTER_EVENTS;
+  const store = activityNames(patched(namespacedActivitiesPatch));
   const waitingSince = carried?.waitingSince ?? new Date().toISOString();
   const subscribers = new Set<string>(carried?.subscribers);
   const rejected: RejectedResolve[] = [...(carried?.rejected ?? [])];
@@ -170,6 +208,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   let probed = carried?.probe?.done ?? false;
   let offer: Offer | undefined;
   let resolution: ReconcileResolution | undefined;
+  let decidedBy: DecidedByLabel = 'store';
   // The first wait of a continued run keeps the reminder the previous run had scheduled.
   let remindAt = carried?.remindAt;
 
@@ -185,22 +224,31 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     if (!probeFor && subscription.probe && subscription.effect)
       probeFor = { effect: subscription.effect, input: subscription.input };
   });
-  setHandler(resolveSignal, (raw: unknown) => {
-    // A well-formed but oversized verdict went to the store before the size limit (and was
-    // refused there): histories of that keep replaying the old way.
-    const oversized = resolveInputSizeError(raw);
-    const error =
-      resolveInputShapeError(raw) ??
-      (oversized && patched(SIZE_LIMIT_PATCH) ? oversized : undefined);
-    if (error) refuse(raw, error);
-    else if (offer)
-      refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
-    else offer = { resolution: raw as ResolveInput, via: 'signal' };
-  });
+  setHandler(
+    resolveSignal,
+    (raw: unknown) => {
+      // A well-formed but oversized verdict went to the store before the size limit (and was
+      // refused there): histories of that keep replaying the old way.
+      const oversized = resolveInputSizeError(raw);
+      const error =
+        resolveInputShapeError(raw) ??
+        (oversized && patched(SIZE_LIMIT_PATCH) ? oversized : undefined);
+      if (error) refuse(raw, error);
+      else if (offer)
+        refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
+      else offer = { resolution: raw as ResolveInput, via: 'signal', channel: 'signal' };
+    },
+    { description: RESOLVE_SIGNAL_DESCRIPTION },
+  );
   setHandler(
     resolveUpdate,
     async (resolutionInput) => {
-      const mine: Offer = { resolution: resolutionInput, via: 'update' };
+      const cli = currentUpdateInfo()?.id.startsWith(CLI_UPDATE_ID_PREFIX) === true;
+      const mine: Offer = {
+        resolution: resolutionInput,
+        via: 'update',
+        channel: cli ? 'cli' : 'update',
+      };
       offer ??= mine;
       await condition(() => resolution !== undefined || mine.refused !== undefined);
       if (resolution) return resolution;
@@ -212,6 +260,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       });
     },
     {
+      description: RESOLVE_UPDATE_DESCRIPTION,
       validator: (resolutionInput) => {
         const error = resolveInputError(resolutionInput);
         if (error) throw new TypeError(error);
@@ -244,12 +293,16 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       { key: searchAttributeKeys.state, value: 'waiting' },
     ]);
   }
-  setCurrentDetails(
-    `**Outcome uncertain** for key \`${key}\` on \`${resource}\`: ${reason}.\n\n` +
-      'Check the downstream, then send the signal `resolve` with ' +
-      '`{"applied": true, "result": <what it returned>, "reason": "...", "by": "..."}` ' +
-      'or `{"applied": false, "reason": "...", "by": "..."}`. The `status` query shows refused signals.',
-  );
+  setCurrentDetails(waitingDetails(key, resource, reason, input.fence));
+  // Once per key episode, not again after a continue-as-new.
+  if (workflowInfo().continuedFromExecutionRunId === undefined)
+    metricMeter
+      .createCounter(
+        RECONCILES_OPENED_METRIC,
+        'reconciles',
+        'uncertain keys a reconcile opened for',
+      )
+      .add(1, { effect: effect ?? 'unknown' });
 
   const settled = await store.inspectKey(key);
   if (settled) {
@@ -259,15 +312,16 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     if (!offer && probeFor && !probed) {
       probed = true;
       state = 'probing';
-      const answer = await probe(key, resource, probeFor.effect, probeFor.input);
+      const answer = await probe(store.probe(probeFor.effect), key, resource, probeFor.input);
       if (answer) {
         offer ??= {
           resolution: {
             ...answer,
             reason: `probe:${probeFor.effect} found it ${answer.applied ? 'applied' : 'not applied'}`,
-            by: probeActivityName(probeFor.effect),
+            by: `probe:${probeFor.effect}`,
           },
           via: 'probe',
+          channel: 'probe',
         };
       }
       continue;
@@ -286,6 +340,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
         resolution = decided
           ? { key, ...verdict, ...describe(current) }
           : { key, ...verdict, reason: 'already decided in the store', decidedBy: 'store' };
+        if (decided) decidedBy = current.channel;
       } catch (error) {
         const refused = refusal(error);
         if (refused === undefined) throw error;
@@ -337,6 +392,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   setCurrentDetails(
     `Resolved: ${resolution.applied ? 'applied' : 'not applied'} (${resolution.reason}).`,
   );
+  recordResolution(decidedBy, resolution.applied, waitingSince);
   await notifySubscribers(key, resolution, subscribers);
   await condition(allHandlersFinished);
   return resolution;
@@ -350,6 +406,50 @@ function historyTooLong(eventBound: number): boolean {
     info.historyLength > eventBound ||
     info.historySize > CONTINUE_AS_NEW_AFTER_BYTES
   );
+}
+
+/**
+ * The workflow's details in the UI: what to check and the verdicts to paste,
+ * laid out as the signal form lays them out, so the first Submit sends.
+ */
+function waitingDetails(key: string, resource: string, reason: string, fence?: number): string {
+  const episode = fence === undefined ? {} : { fence };
+  const applied = verdictJson({
+    applied: true,
+    result: null,
+    reason: 'found in the downstream',
+    by: 'your name',
+    ...episode,
+  });
+  const notApplied = verdictJson({
+    applied: false,
+    reason: 'not in the downstream',
+    by: 'your name',
+    ...episode,
+  });
+  return [
+    `**Outcome uncertain** for key \`${key}\` on \`${resource}\`: ${reason}.`,
+    'Check the downstream, then More Actions > Send a Signal, name `resolve`, with either (replace `null` by what the effect returned):',
+    `\`\`\`json\n${applied}\n\`\`\``,
+    'or, if it never took effect:',
+    `\`\`\`json\n${notApplied}\n\`\`\``,
+    `The \`status\` query shows refused signals. Every key waiting on this resource: \`${waitingQuery(resource)}\``,
+  ].join('\n\n');
+}
+
+/** Metrics only (no commands): safe to emit on any code path, dropped by the SDK during replay. */
+function recordResolution(decidedBy: DecidedByLabel, applied: boolean, since: string): void {
+  metricMeter
+    .createCounter(RECONCILES_RESOLVED_METRIC, 'reconciles', 'reconciles closed, by who decided')
+    .add(1, { decided_by: decidedBy, verdict: applied ? 'applied' : 'not_applied' });
+  metricMeter
+    .createHistogram(
+      TIME_TO_RESOLUTION_METRIC,
+      'float',
+      's',
+      'from the reconcile start to its verdict',
+    )
+    .record((Date.now() - Date.parse(since)) / 1000, { decided_by: decidedBy });
 }
 
 /** Who got there first, for the one who did not. */
@@ -377,9 +477,9 @@ function refusal(error: unknown): ApplicationFailure | undefined {
 }
 
 async function probe(
+  activityType: string,
   key: string,
   resource: string,
-  effect: string,
   input: unknown,
 ): Promise<ProbeAnswer | null> {
   const run =
@@ -388,13 +488,13 @@ async function probe(
         string,
         (request: { key: string; resource: string; input: unknown }) => Promise<ProbeAnswer | null>
       >
-    >(probeOptions)[probeActivityName(effect)]!;
+    >(probeOptions)[activityType]!;
   try {
     return await run({ key, resource, input });
   } catch (error) {
     log.warn('probe failed; waiting for a person instead', {
       key,
-      effect,
+      activityType,
       error: error instanceof Error ? error.message : String(error),
     });
     return null;

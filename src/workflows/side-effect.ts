@@ -15,6 +15,9 @@ import {
   type EffectResponse,
   type EnsureReconcileRequest,
   type EnsureReconcileResponse,
+  legacyActivityNames,
+  libraryActivityNames,
+  namespacedActivitiesPatch,
   type Reconciled,
   reconciledSignal,
   type UncertainDetails,
@@ -95,9 +98,9 @@ const defaultEffectOptions: ActivityOptions = {
  */
 export const WAIT_CANCELLATION_PATCH = 'sideeffect-effect-wait-cancellation';
 
-const reconcileActivities = proxyActivities<{
-  ensureReconcile(request: EnsureReconcileRequest): Promise<EnsureReconcileResponse>;
-}>({ startToCloseTimeout: '1 minute' });
+const reconcileActivities = proxyActivities<
+  Record<string, (request: EnsureReconcileRequest) => Promise<EnsureReconcileResponse>>
+>({ startToCloseTimeout: '1 minute' });
 
 /** Marks callers that recheck with backoff and without re-subscribing; histories recorded before it replay the old loop. */
 export const RECHECK_PATCH = 'sideeffect-recheck-backoff';
@@ -227,15 +230,19 @@ async function awaitVerdict(
     verdicts.delete(request.key);
     return verdict;
   };
-  const first = await reconcileActivities.ensureReconcile(request);
+  const ensureReconcile =
+    reconcileActivities[
+      patched(namespacedActivitiesPatch)
+        ? libraryActivityNames.ensureReconcile
+        : legacyActivityNames.ensureReconcile
+    ]!;
+  const first = await ensureReconcile(request);
   if (first.verdict) return first.verdict;
   let wait: Duration = recheckEvery;
   for (;;) {
     if (await condition(() => verdicts.has(request.key), wait)) return delivered()!;
     const backoff = patched(RECHECK_PATCH);
-    const { verdict } = await reconcileActivities.ensureReconcile(
-      backoff ? { ...request, recheck: true } : request,
-    );
+    const { verdict } = await ensureReconcile(backoff ? { ...request, recheck: true } : request);
     if (verdict) return verdict;
     if (backoff) wait = nextRecheck(wait, recheckEvery);
   }

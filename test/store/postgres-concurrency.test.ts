@@ -9,10 +9,14 @@
  * - every done key's stored result names its ledger row (writer and fence);
  * - no stale write landed: per resource, ledger fences never go down in commit order;
  * - no key stuck: each ends done, uncertain or free.
+ *
+ * The transactional variant runs the same abuse through Runner.executeInTransaction, the ledger
+ * insert on the store's own transaction: every key ends done with exactly one ledger row, none
+ * uncertain (a pause, a failure or a lost response before commit rolls the attempt back).
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { keyOf, type WorkerConfig, type WorkerReport } from './pg-worker/plan.js';
@@ -40,123 +44,143 @@ function runWorker(config: WorkerConfig): Promise<WorkerReport> {
   });
 }
 
+async function ledgerSchema(): Promise<FreshSchema> {
+  const db = await freshSchema('pg_concurrency');
+  await migrate(db.pool, { schema: db.schema });
+  await db.pool.query(`create table ledger (
+    seq bigint generated always as identity primary key,
+    key text not null,
+    resource text not null,
+    fence bigint not null,
+    writer text not null
+  )`);
+  return db;
+}
+
 describe('PgStore concurrency: 4 processes x 8 connections', () => {
   let db: FreshSchema;
-  beforeAll(async () => {
-    db = await freshSchema('pg_concurrency');
-    await migrate(db.pool, { schema: db.schema });
-    await db.pool.query(`create table ledger (
-      seq bigint generated always as identity primary key,
-      key text not null,
-      resource text not null,
-      fence bigint not null,
-      writer text not null
-    )`);
-  });
-  afterAll(() => db?.drop());
+  afterEach(() => db?.drop());
 
   it('applies at most once, lands no stale write, leaves no key stuck', async () => {
-    const started = performance.now();
-    const reports = await Promise.all(
-      Array.from({ length: WORKERS }, (_, worker) =>
-        runWorker({
-          worker,
-          seed: 0x9e3779b9 + worker * 7919,
-          schema: db.schema,
-          keys: KEYS,
-          resources: RESOURCES,
-          lanes: 8,
-          ttls: [50, 100, 200],
-          pauseRate: 0.03,
-          failBeforeRate: 0.03,
-          failAfterRate: 0.03,
-          budgetMs: 40_000,
-        }),
-      ),
-    );
-    const elapsed = performance.now() - started;
-    expect(reports.flatMap((r) => r.unfinished)).toEqual([]);
-
-    // Every lease has run out by now; sweep concludes whatever a frozen worker left behind.
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    const store = new PgStore({ pool: db.pool, schema: db.schema });
-    const swept = await store.sweep();
-
-    const q = async <R>(sql: string): Promise<R[]> => (await db.pool.query(sql)).rows as R[];
-    const ledger = await q<{
-      seq: string;
-      key: string;
-      resource: string;
-      fence: string;
-      writer: string;
-    }>('select seq, key, resource, fence, writer from ledger order by seq');
-    const keys = await q<{ key: string; state: string; fence: string; result: Buffer | null }>(
-      'select key, state, fence, result from keys',
-    );
-
-    const writes = new Map<string, typeof ledger>();
-    for (const row of ledger) writes.set(row.key, [...(writes.get(row.key) ?? []), row]);
-
-    // No key applied twice unless declared safe.
-    const twice: string[] = [];
-    for (let i = 0; i < KEYS; i++) {
-      const spec = keyOf(i, { resources: RESOURCES });
-      if (spec.retrySafety !== 'safe' && (writes.get(spec.key)?.length ?? 0) > 1)
-        twice.push(spec.key);
-    }
-    expect(twice).toEqual([]);
-
-    // Every done key's stored result is its ledger row.
-    const mismatched: string[] = [];
-    for (const row of keys.filter((k) => k.state === 'done')) {
-      const [writer, fence] = new TextDecoder().decode(row.result!).split(':');
-      const landed = writes.get(row.key) ?? [];
-      const match = landed.some(
-        (w) => w.writer === writer && w.fence === fence && fence === row.fence,
-      );
-      if (!match) mismatched.push(row.key);
-    }
-    expect(mismatched).toEqual([]);
-
-    // No stale write landed: per resource, fences never go down in commit order.
-    const highest = new Map<string, number>();
-    const stale: string[] = [];
-    for (const row of ledger) {
-      const fence = Number(row.fence);
-      if (fence < (highest.get(row.resource) ?? 0)) stale.push(`${row.key}@${fence}`);
-      highest.set(row.resource, Math.max(fence, highest.get(row.resource) ?? 0));
-    }
-    expect(stale).toEqual([]);
-
-    // No key stuck.
-    expect(keys).toHaveLength(KEYS);
-    const byState = new Map<string, number>();
-    for (const row of keys) byState.set(row.state, (byState.get(row.state) ?? 0) + 1);
-    expect([...byState.keys()].every((s) => ['done', 'uncertain', 'free'].includes(s))).toBe(true);
-
-    const sum = (field: keyof WorkerReport) =>
-      reports.reduce((total, r) => total + (r[field] as number), 0);
-    const counts = {
-      seconds: Number((elapsed / 1000).toFixed(1)),
-      keysDone: byState.get('done') ?? 0,
-      keysUncertain: byState.get('uncertain') ?? 0,
-      keysFree: byState.get('free') ?? 0,
-      executes: sum('executes'),
-      applies: sum('applies'),
-      ledgerRows: ledger.length,
-      keysAppliedTwice: [...writes.values()].filter((w) => w.length > 1).length,
-      outcomesApplied: sum('applied'),
-      outcomesReplayed: sum('replayed'),
-      outcomesUncertain: sum('uncertain'),
-      contended: sum('contended'),
-      failedSafeRetried: sum('failed'),
-      staleWritesRejected: sum('staleRejected'),
-      pauses: sum('pauses'),
-      storeErrors: sum('storeErrors'),
-      sweptUncertain: swept.uncertain.length,
-      sweptFreed: swept.freed.length,
-    };
-    console.log('PgStore concurrency counts', counts);
+    db = await ledgerSchema();
+    const counts = await abuse(db, false);
     expect(counts.applies).toBeGreaterThanOrEqual(KEYS / 2);
   });
+
+  it('transactional: applies every key exactly once, none uncertain', async () => {
+    db = await ledgerSchema();
+    const counts = await abuse(db, true);
+    expect(counts.keysDone).toBe(KEYS);
+    expect(counts.keysUncertain).toBe(0);
+    expect(counts.ledgerRows).toBe(KEYS);
+    expect(counts.keysAppliedTwice).toBe(0);
+    expect(counts.outcomesUncertain).toBe(0);
+  });
 });
+
+/** Runs the workers against `db`, checks what must hold in both modes, returns the counts. */
+async function abuse(db: FreshSchema, transactional: boolean) {
+  const started = performance.now();
+  const reports = await Promise.all(
+    Array.from({ length: WORKERS }, (_, worker) =>
+      runWorker({
+        worker,
+        seed: 0x9e3779b9 + worker * 7919,
+        schema: db.schema,
+        keys: KEYS,
+        resources: RESOURCES,
+        lanes: 8,
+        ttls: [50, 100, 200],
+        pauseRate: 0.03,
+        failBeforeRate: 0.03,
+        failAfterRate: 0.03,
+        budgetMs: 40_000,
+        transactional,
+      }),
+    ),
+  );
+  const elapsed = performance.now() - started;
+  expect(reports.flatMap((r) => r.unfinished)).toEqual([]);
+
+  // Every lease has run out by now; sweep concludes whatever a frozen worker left behind.
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  const store = new PgStore({ pool: db.pool, schema: db.schema });
+  const swept = await store.sweep();
+
+  const q = async <R>(sql: string): Promise<R[]> => (await db.pool.query(sql)).rows as R[];
+  const ledger = await q<{
+    seq: string;
+    key: string;
+    resource: string;
+    fence: string;
+    writer: string;
+  }>('select seq, key, resource, fence, writer from ledger order by seq');
+  const keys = await q<{ key: string; state: string; fence: string; result: Buffer | null }>(
+    'select key, state, fence, result from keys',
+  );
+
+  const writes = new Map<string, typeof ledger>();
+  for (const row of ledger) writes.set(row.key, [...(writes.get(row.key) ?? []), row]);
+
+  // No key applied twice unless declared safe.
+  const twice: string[] = [];
+  for (let i = 0; i < KEYS; i++) {
+    const spec = keyOf(i, { resources: RESOURCES });
+    if (spec.retrySafety !== 'safe' && (writes.get(spec.key)?.length ?? 0) > 1)
+      twice.push(spec.key);
+  }
+  expect(twice).toEqual([]);
+
+  // Every done key's stored result is its ledger row.
+  const mismatched: string[] = [];
+  for (const row of keys.filter((k) => k.state === 'done')) {
+    const [writer, fence] = new TextDecoder().decode(row.result!).split(':');
+    const landed = writes.get(row.key) ?? [];
+    const match = landed.some(
+      (w) => w.writer === writer && w.fence === fence && fence === row.fence,
+    );
+    if (!match) mismatched.push(row.key);
+  }
+  expect(mismatched).toEqual([]);
+
+  // No stale write landed: per resource, fences never go down in commit order.
+  const highest = new Map<string, number>();
+  const stale: string[] = [];
+  for (const row of ledger) {
+    const fence = Number(row.fence);
+    if (fence < (highest.get(row.resource) ?? 0)) stale.push(`${row.key}@${fence}`);
+    highest.set(row.resource, Math.max(fence, highest.get(row.resource) ?? 0));
+  }
+  expect(stale).toEqual([]);
+
+  // No key stuck.
+  expect(keys).toHaveLength(KEYS);
+  const byState = new Map<string, number>();
+  for (const row of keys) byState.set(row.state, (byState.get(row.state) ?? 0) + 1);
+  expect([...byState.keys()].every((s) => ['done', 'uncertain', 'free'].includes(s))).toBe(true);
+
+  const sum = (field: keyof WorkerReport) =>
+    reports.reduce((total, r) => total + (r[field] as number), 0);
+  const counts = {
+    seconds: Number((elapsed / 1000).toFixed(1)),
+    keysDone: byState.get('done') ?? 0,
+    keysUncertain: byState.get('uncertain') ?? 0,
+    keysFree: byState.get('free') ?? 0,
+    executes: sum('executes'),
+    applies: sum('applies'),
+    ledgerRows: ledger.length,
+    keysAppliedTwice: [...writes.values()].filter((w) => w.length > 1).length,
+    outcomesApplied: sum('applied'),
+    outcomesReplayed: sum('replayed'),
+    outcomesUncertain: sum('uncertain'),
+    contended: sum('contended'),
+    failedSafeRetried: sum('failed'),
+    staleWritesRejected: sum('staleRejected'),
+    pauses: sum('pauses'),
+    storeErrors: sum('storeErrors'),
+    sweptUncertain: swept.uncertain.length,
+    sweptFreed: swept.freed.length,
+  };
+  console.log(`PgStore concurrency counts (transactional: ${transactional})`, counts);
+  return counts;
+}

@@ -4,11 +4,13 @@ import {
   InvalidActionError,
   KeyConflictError,
   NotUncertainError,
+  OutcomeUnknownError,
   StaleVerdictError,
   StoreUnavailableError,
   UnknownOutcomeError,
 } from '../../core/errors.js';
-import type { ListFilter, Store } from '../../core/store.js';
+import type { Execution } from '../../core/runner.js';
+import type { ListFilter, TransactionalStore, TransactionContext } from '../../core/store.js';
 import type {
   Acquisition,
   Action,
@@ -22,6 +24,7 @@ import type {
   Result,
   RetrySafety,
   SweepReport,
+  UncertainBacklog,
 } from '../../core/types.js';
 import {
   checkAction,
@@ -34,7 +37,7 @@ import {
   defaultLimits,
   type Limits,
 } from '../../core/validate.js';
-import { payloadDigest } from '../digest.js';
+import { payloadDigest, transactionalDigest } from '../digest.js';
 import { atReadCommitted, checkout, type Session } from './session.js';
 import {
   asBuffer,
@@ -112,9 +115,25 @@ const SQL = {
       returning key
     )
     select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
+  txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
+  txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
+  binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
+  uncertainBacklog: (s: string) => `select count(*) as count,
+    coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
+    from ${s}.keys where state = 'uncertain'`,
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
     ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
 };
+
+/** What the acquire statement answers. */
+interface AcquireRow {
+  o_outcome: string;
+  o_fence: string | null;
+  o_expires_at_ms: string | null;
+  o_retry_after_ms: string | null;
+  o_result: Buffer | null;
+  o_reason: string | null;
+}
 
 interface KeyRow {
   key: string;
@@ -144,7 +163,7 @@ interface KeyRow {
  * const store = new PgStore({ pool, schema: 'sideeffect' });
  * ```
  */
-export class PgStore implements Store {
+export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
@@ -242,21 +261,132 @@ export class PgStore implements Store {
   ): Promise<Acquisition> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
-    const row = await this.#one<{
-      o_outcome: string;
-      o_fence: string | null;
-      o_expires_at_ms: string | null;
-      o_retry_after_ms: string | null;
-      o_result: Buffer | null;
-      o_reason: string | null;
-    }>('acquire', [
+    const digest = payloadDigest(a.payload);
+    const row = await this.#one<AcquireRow>('acquire', [
       a.key,
       a.resource,
-      payloadDigest(a.payload),
+      digest,
       a.retrySafety,
       ttlMs,
       options.applying === true,
     ]);
+    return this.#acquisition(a, ttlMs, row, false);
+  }
+
+  async executeInTransaction(
+    action: Action,
+    ttlMs: number,
+    work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Execution> {
+    const a = checkAction(action, this.#limits);
+    checkLeaseTtl(ttlMs, this.#limits);
+    const operation = 'executeInTransaction';
+    let session: Session;
+    try {
+      session = await checkout(this.#pool);
+    } catch (error) {
+      throw new StoreUnavailableError(operation, error);
+    }
+    const { client } = session;
+    // A query that failed leaves the connection unfit for the pool, like a lost one.
+    let broken = false;
+    const query = async <R extends pg.QueryResultRow>(
+      statement: string | Statement,
+      values?: unknown[],
+    ): Promise<pg.QueryResult<R>> => {
+      try {
+        return await client.query<R>(
+          typeof statement === 'string' ? statement : { ...statement, values },
+        );
+      } catch (error) {
+        broken = true;
+        throw new StoreUnavailableError(operation, error);
+      }
+    };
+    /** Nothing of this attempt may stay: a rollback that fails means the connection died, which rolls back too. */
+    let open = false;
+    const rollBack = async (): Promise<void> => {
+      await query('rollback').catch(() => {});
+      open = false;
+    };
+    const commit = async (): Promise<pg.QueryResult> => {
+      const committed = await query('commit');
+      open = false;
+      return committed;
+    };
+    try {
+      await query('begin isolation level read committed');
+      open = true;
+      const digest = transactionalDigest(a.payload);
+      const granted = await query<AcquireRow>(this.#sql.txAcquire, [a.key, a.resource, digest]);
+      const row = granted.rows[0]!;
+      if (row.o_outcome !== 'applied') {
+        // A conflict ends the transaction before the binding is looked up on another connection;
+        // anything else keeps what acquire concluded on the way (an expired holder).
+        if (row.o_outcome.startsWith('conflict:')) await rollBack();
+        else await commit();
+        const acquisition = await this.#acquisition(a, ttlMs, row, true);
+        return acquisition.outcome === 'uncertain'
+          ? {
+              outcome: 'uncertain',
+              reason: acquisition.reason,
+              error: new OutcomeUnknownError(a.key, a.resource, acquisition.reason),
+            }
+          : (acquisition as Execution);
+      }
+      const fence = int(row.o_fence);
+      let payload: Uint8Array;
+      let completedAt: number;
+      try {
+        options.signal?.throwIfAborted();
+        const result = await work({
+          tx: client,
+          key: a.key,
+          fence,
+          signal: options.signal ?? new AbortController().signal,
+        });
+        payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
+        const completed = await query<{ o_outcome: string; o_at_ms: string }>(
+          this.#sql.txComplete,
+          [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload)],
+        );
+        if (completed.rows[0]!.o_outcome !== 'completed') {
+          await rollBack();
+          return { outcome: 'failed', error: await this.#conflict(a, true) };
+        }
+        completedAt = int(completed.rows[0]!.o_at_ms);
+      } catch (error) {
+        // Before commit nothing is visible to anyone: rolled back, the effect did not happen.
+        await rollBack();
+        return { outcome: 'failed', error };
+      }
+      const committed = await commit();
+      // COMMIT of a transaction in which a statement failed answers ROLLBACK, not an error.
+      if (committed.command !== 'COMMIT') {
+        return {
+          outcome: 'failed',
+          error: new Error(
+            'rolled back: a statement of the effect failed and its error was caught inside it',
+          ),
+        };
+      }
+      // The lease ended with the commit that recorded the result.
+      const lease = { resource: a.resource, fence, ttlMs, expiresAt: completedAt };
+      return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
+    } finally {
+      // A connection left inside a transaction (an unexpected throw) must not go back to the pool.
+      session.release(broken || open);
+    }
+  }
+
+  /** Turns acquire's row into an Acquisition; a conflict says whether it is the other execution mode. */
+  async #acquisition(
+    a: Required<Action>,
+    ttlMs: number,
+    row: AcquireRow,
+    transactional: boolean,
+  ): Promise<Acquisition> {
     switch (row.o_outcome) {
       case 'applied':
         return {
@@ -275,12 +405,20 @@ export class PgStore implements Store {
       case 'uncertain':
         return { outcome: 'uncertain', reason: row.o_reason ?? '' };
       case 'conflict:resource':
-        throw new KeyConflictError(a.key, 'resource');
       case 'conflict:payload':
-        throw new KeyConflictError(a.key, 'payload');
+        throw await this.#conflict(a, transactional);
       default:
         throw new UnknownOutcomeError(row.o_outcome);
     }
+  }
+
+  /** Which part of the key's binding differs: its resource, the other execution mode, or the payload. */
+  async #conflict(a: Required<Action>, transactional: boolean): Promise<KeyConflictError> {
+    const rows = await this.#rows<{ resource: string; digest: Buffer }>('binding', [a.key]);
+    const bound = rows[0];
+    if (bound && bound.resource !== a.resource) return new KeyConflictError(a.key, 'resource');
+    const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
+    return new KeyConflictError(a.key, bound?.digest.equals(other) ? 'transactional' : 'payload');
   }
 
   async renew(
@@ -417,6 +555,11 @@ export class PgStore implements Store {
       actor: row.actor,
       at: int(row.at_ms),
     }));
+  }
+
+  async uncertainBacklog(): Promise<UncertainBacklog> {
+    const row = await this.#one<{ count: string; oldest_age_ms: string }>('uncertainBacklog', []);
+    return { count: int(row.count), oldestAgeMs: Math.max(0, int(row.oldest_age_ms)) };
   }
 
   async purge(options: { olderThanMs: number }): Promise<number> {

@@ -13,6 +13,8 @@ export interface WorkerConfig {
   failBeforeRate: number;
   failAfterRate: number;
   budgetMs: number;
+  /** Run every key through Runner.executeInTransaction, the ledger insert on the store's transaction. */
+  transactional?: boolean;
 }
 
 /** What each worker process reports back. */

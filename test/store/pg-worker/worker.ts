@@ -5,10 +5,18 @@
  * after the write), and process-wide pauses longer than the TTL (Atomics.wait blocks the whole
  * event loop, like a GC pause or a frozen VM, so not even the lease renewal runs).
  * Works through every key until it ends (applied, replayed or uncertain), retrying contended and
- * failed ones, then reports its counts to the parent over IPC.
+ * failed ones, then reports its counts to the parent over IPC. With `transactional`, the ledger
+ * insert runs on the store's own transaction (Runner.executeInTransaction) instead of the sink.
  */
 import pg from 'pg';
-import { type Execution, FenceStaleError, Runner } from '../../../src/core/index.js';
+import {
+  type Apply,
+  type Execution,
+  FenceStaleError,
+  type Result,
+  Runner,
+  type TransactionContext,
+} from '../../../src/core/index.js';
 import { PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
 import { databaseUrl } from '../../support/postgres.js';
 import { keyOf, type WorkerConfig, type WorkerReport } from './plan.js';
@@ -68,14 +76,22 @@ async function runKey(index: number, deadline: number): Promise<boolean> {
     const ttl = config.ttls[runners.indexOf(runner)]!;
     let execution: Execution;
     report.executes += 1;
-    try {
-      execution = await runner.execute(action, async ({ lease }) => {
-        report.applies += 1;
-        const writer = `w${config.worker}-${++attempt}`;
-        const roll = random();
-        if (roll < config.pauseRate) freeze(ttl * (1.5 + random() * 1.5));
-        else if (roll < config.pauseRate + config.failBeforeRate)
-          throw new Error('failed before the write');
+    const attemptWith = async (
+      fence: number,
+      write: (writer: string) => Promise<unknown>,
+    ): Promise<Result> => {
+      report.applies += 1;
+      const writer = `w${config.worker}-${++attempt}`;
+      const roll = random();
+      if (roll < config.pauseRate) freeze(ttl * (1.5 + random() * 1.5));
+      else if (roll < config.pauseRate + config.failBeforeRate)
+        throw new Error('failed before the write');
+      await write(writer);
+      if (random() < config.failAfterRate) throw new Error('response lost after the write');
+      return { payload: encoder.encode(`${writer}:${fence}`) };
+    };
+    const throughSink: Apply = ({ lease }) =>
+      attemptWith(lease.fence, async (writer) => {
         try {
           await sink.writeFenced(spec.resource, lease.fence, (tx) =>
             tx.query(insertLedger, [spec.key, spec.resource, lease.fence, writer]),
@@ -84,9 +100,15 @@ async function runKey(index: number, deadline: number): Promise<boolean> {
           if (error instanceof FenceStaleError) report.staleRejected += 1;
           throw error;
         }
-        if (random() < config.failAfterRate) throw new Error('response lost after the write');
-        return { payload: encoder.encode(`${writer}:${lease.fence}`) };
       });
+    const inTransaction = ({ tx, fence }: TransactionContext<pg.PoolClient>) =>
+      attemptWith(fence, (writer) =>
+        tx.query(insertLedger, [spec.key, spec.resource, fence, writer]),
+      );
+    try {
+      execution = config.transactional
+        ? await runner.executeInTransaction(action, inTransaction)
+        : await runner.execute(action, throughSink);
     } catch {
       report.storeErrors += 1;
       await sleep(5);

@@ -1,0 +1,109 @@
+-- Transactional effects (Runner.executeInTransaction): acquire, the effect's own statements and
+-- complete run in ONE transaction of the caller's, so these two functions never commit and never
+-- publish an intermediate state. The resource row stays locked (FOR UPDATE) from tx_acquire to
+-- the commit: that lock is the lease. Nobody else can see the key before it is done, so it is
+-- written once, as done, with one event; a rollback leaves no trace at all.
+
+-- o_outcome: applied (o_fence is the grant's fence) | replayed | uncertain | contended |
+-- conflict:resource | conflict:payload.
+create function tx_acquire(
+  p_key text,
+  p_resource text,
+  p_digest bytea,
+  out o_outcome text,
+  out o_fence bigint,
+  out o_retry_after_ms bigint,
+  out o_result bytea,
+  out o_reason text
+)
+  language plpgsql
+  set search_path from current
+as $$
+declare
+  k keys;
+  r resources;
+  v_now timestamptz;
+begin
+  select * into k from keys where key = p_key;
+  if not found then
+    select * into r from resources where resource = p_resource for update;
+    if not found then
+      insert into resources (resource) values (p_resource) on conflict do nothing;
+      select * into r from resources where resource = p_resource for update;
+    end if;
+    -- A transaction of the same key that held this lock before us may have committed it.
+    select * into k from keys where key = p_key;
+  end if;
+
+  if k.key is not null then
+    if k.resource <> p_resource then
+      o_outcome := 'conflict:resource';
+    elsif k.digest <> p_digest then
+      o_outcome := 'conflict:payload';
+    elsif k.state = 'done' then
+      o_outcome := 'replayed';
+      o_result := k.result;
+    elsif k.state = 'uncertain' then
+      o_outcome := 'uncertain';
+      o_reason := coalesce(k.reason, '');
+    else
+      raise exception 'sideeffect: transactional key % is %, which only a commit could have made',
+        p_key, k.state;
+    end if;
+    return;
+  end if;
+
+  v_now := store_now();
+  if r.expires_at > v_now then
+    o_outcome := 'contended';
+    o_retry_after_ms := ceil(extract(epoch from r.expires_at - v_now) * 1000);
+    return;
+  end if;
+  if r.holder is not null then
+    -- An ordinary holder whose lease ran out: concluded as any takeover concludes it.
+    perform conclude(r.holder, 'takeover', v_now);
+  end if;
+  o_outcome := 'applied';
+  o_fence := r.fence + 1;
+end
+$$;
+
+-- Records the done key and its one event, and moves the resource's fence to the grant's, in the
+-- caller's transaction (the resource row is still locked by tx_acquire). o_outcome: completed
+-- (o_at_ms: when, by the store's clock), or conflict when a key of that name was committed
+-- meanwhile on another resource.
+create function tx_complete(
+  p_key text,
+  p_resource text,
+  p_digest bytea,
+  p_fence bigint,
+  p_retry_safety text,
+  p_result bytea,
+  out o_outcome text,
+  out o_at_ms bigint
+)
+  language plpgsql
+  set search_path from current
+as $$
+declare
+  v_now timestamptz := store_now();
+begin
+  update resources set fence = p_fence, holder = null, expires_at = null
+   where resource = p_resource and fence = p_fence - 1;
+  if not found then
+    raise exception 'sideeffect: resource % moved past fence % inside its own transaction',
+      p_resource, p_fence - 1;
+  end if;
+  with created as (
+    insert into keys (key, resource, digest, state, fence, retry_safety, result, updated_at)
+    values (p_key, p_resource, p_digest, 'done', p_fence, p_retry_safety, p_result, v_now)
+    on conflict (key) do nothing
+    returning key
+  )
+  insert into events (key, from_state, to_state, fence, reason, actor, at)
+  select key, 'free', 'done', p_fence, 'applied in transaction', 'executeInTransaction', v_now
+    from created;
+  o_outcome := case when found then 'completed' else 'conflict' end;
+  o_at_ms := epoch_ms(v_now);
+end
+$$;

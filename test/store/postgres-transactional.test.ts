@@ -1,0 +1,275 @@
+/**
+ * Transactional effects on PgStore (Runner.executeInTransaction): acquire, the effect's own
+ * statements and complete commit together or not at all. The downstream here is a `ledger`
+ * table in the store's schema; every assertion reads it and the key's record back.
+ */
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  InvalidActionError,
+  KeyConflictError,
+  NotTransactionalError,
+  type Result,
+  Runner,
+  type TransactionContext,
+} from '../../src/core/index.js';
+import { MemoryStore } from '../../src/store/memory.js';
+import { bytes, text } from '../support/bytes.js';
+import { type PgHarness, pgHarness, sidePool } from './pg-support/harness.js';
+
+const TTL = 10_000;
+const CHILD = fileURLToPath(new URL('./pg-worker/tx-child.ts', import.meta.url));
+
+describe('PgStore transactional effects', () => {
+  let h: PgHarness;
+  let runner: Runner;
+  let seq = 0;
+  beforeEach(async () => {
+    h = await pgHarness('pg_transactional');
+    await h.db.pool.query(
+      'create table ledger (key text not null, fence bigint not null, note text)',
+    );
+    runner = new Runner(h.store, { ttlMs: TTL });
+  });
+  afterEach(() => h.close());
+
+  const action = () => {
+    seq += 1;
+    return { key: `tx-${seq}`, resource: `account-${seq}`, payload: bytes(`charge ${seq}`) };
+  };
+  const ledger = async (key: string) =>
+    (await h.db.pool.query('select fence, note from ledger where key = $1', [key])).rows;
+  /** The effect: one ledger row on the store's transaction, its fence as the result. */
+  const insert =
+    (key: string, note = 'ok') =>
+    async ({ tx, fence }: TransactionContext<pg.PoolClient>): Promise<Result> => {
+      await tx.query('insert into ledger (key, fence, note) values ($1, $2, $3)', [
+        key,
+        fence,
+        note,
+      ]);
+      return { payload: bytes(`fence ${fence}`) };
+    };
+
+  it('applies once: the effect row, the done key and its events commit together', async () => {
+    const a = action();
+    const first = await runner.executeInTransaction(a, insert(a.key));
+    expect(first.outcome).toBe('applied');
+    if (first.outcome !== 'applied') return;
+    expect(text(first.result.payload)).toBe(`fence ${first.lease.fence}`);
+    expect(await ledger(a.key)).toEqual([{ fence: String(first.lease.fence), note: 'ok' }]);
+    const record = await h.store.inspect(a.key);
+    expect(record).toMatchObject({ state: 'done', fence: first.lease.fence });
+    expect(text(record!.result!.payload)).toBe(`fence ${first.lease.fence}`);
+    expect((await h.store.events(a.key)).map((e) => `${e.from}->${e.to}`)).toEqual(['free->done']);
+    // The resource is free again: a plain acquire of another key is granted.
+    const next = await h.store.acquire({ key: `${a.key}-next`, resource: a.resource }, TTL);
+    expect(next.outcome).toBe('applied');
+  });
+
+  it('replays a done key with the stored result and never runs the effect again', async () => {
+    const a = action();
+    await runner.executeInTransaction(a, insert(a.key));
+    let ran = false;
+    const again = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      ran = true;
+      return insert(a.key)(context);
+    });
+    expect(again.outcome).toBe('replayed');
+    expect(ran).toBe(false);
+    if (again.outcome === 'replayed') expect(text(again.result.payload)).toMatch(/^fence \d+$/);
+    expect(await ledger(a.key)).toHaveLength(1);
+  });
+
+  it('an effect that throws after its insert rolls everything back: failed, then applied once', async () => {
+    const a = action();
+    const failed = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await insert(a.key)(context);
+      throw new Error('downstream said no after the insert');
+    });
+    expect(failed.outcome).toBe('failed');
+    expect(await ledger(a.key)).toEqual([]);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
+    expect(await h.store.events(a.key)).toEqual([]);
+    const retried = await runner.executeInTransaction(a, insert(a.key, 'retry'));
+    expect(retried.outcome).toBe('applied');
+    expect((await ledger(a.key)).map((r) => r.note)).toEqual(['retry']);
+  });
+
+  it('a statement error swallowed inside the effect still rolls back: failed, nothing kept', async () => {
+    const a = action();
+    const swallowed = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await insert(a.key)(context);
+      await context.tx.query('select * from no_such_table').catch(() => {});
+      return { payload: bytes('claimed success') };
+    });
+    expect(swallowed.outcome).toBe('failed');
+    expect(await ledger(a.key)).toEqual([]);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
+  });
+
+  it('an oversized result is refused before commit: failed, nothing kept', async () => {
+    const a = action();
+    const big = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await insert(a.key)(context);
+      return { payload: new Uint8Array(2 * 1024 * 1024) };
+    });
+    expect(big.outcome).toBe('failed');
+    if (big.outcome === 'failed') expect(big.error).toBeInstanceOf(InvalidActionError);
+    expect(await ledger(a.key)).toEqual([]);
+  });
+
+  it('a resource held by a live lease answers contended without running the effect', async () => {
+    const a = action();
+    const other = await h.store.acquire({ key: `${a.key}-holder`, resource: a.resource }, TTL);
+    expect(other.outcome).toBe('applied');
+    let ran = false;
+    const contended = await runner.executeInTransaction(a, async () => {
+      ran = true;
+      return { payload: bytes('x') };
+    });
+    expect(contended.outcome).toBe('contended');
+    if (contended.outcome === 'contended') expect(contended.retryAfterMs).toBeGreaterThan(0);
+    expect(ran).toBe(false);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
+  });
+
+  it('takes over an expired ordinary holder like acquire does, and fences keep growing', async () => {
+    const a = action();
+    const holder = { key: `${a.key}-holder`, resource: a.resource };
+    const held = await h.store.acquire(holder, TTL, { applying: true });
+    if (held.outcome !== 'applied') throw new Error(held.outcome);
+    await h.advance(TTL + 1);
+    const taken = await runner.executeInTransaction(a, insert(a.key));
+    expect(taken.outcome).toBe('applied');
+    if (taken.outcome === 'applied') expect(taken.lease.fence).toBe(held.lease.fence + 1);
+    expect(await h.store.inspect(holder.key)).toMatchObject({
+      state: 'uncertain',
+      reason: 'lease lost during apply',
+    });
+    const after = await h.store.acquire({ key: `${a.key}-after`, resource: a.resource }, TTL);
+    if (after.outcome !== 'applied') throw new Error(after.outcome);
+    expect(after.lease.fence).toBe(held.lease.fence + 2);
+  });
+
+  it('two callers of one key at once: one applies, the other waits for its commit and replays', async () => {
+    const a = action();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let inserted!: () => void;
+    const insertedOnce = new Promise<void>((resolve) => {
+      inserted = resolve;
+    });
+    const first = runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      const result = await insert(a.key)(context);
+      inserted();
+      await gate;
+      return result;
+    });
+    await insertedOnce;
+    const second = runner.executeInTransaction(a, insert(a.key, 'second'));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    release();
+    const outcomes = await Promise.all([first, second]);
+    expect(outcomes.map((o) => o.outcome)).toEqual(['applied', 'replayed']);
+    expect((await ledger(a.key)).map((r) => r.note)).toEqual(['ok']);
+  });
+
+  it('a key used transactionally and not is a KeyConflictError("transactional"), both ways', async () => {
+    const a = action();
+    await runner.executeInTransaction(a, insert(a.key));
+    const plain = runner.execute(a, async () => ({ payload: bytes('plain') }));
+    await expect(plain).rejects.toBeInstanceOf(KeyConflictError);
+    await expect(plain).rejects.toMatchObject({ code: 'KEY_CONFLICT', field: 'transactional' });
+
+    const b = action();
+    await runner.execute(b, async () => ({ payload: bytes('plain') }));
+    let ran = false;
+    const tx = runner.executeInTransaction(b, async () => {
+      ran = true;
+      return { payload: bytes('x') };
+    });
+    await expect(tx).rejects.toMatchObject({ code: 'KEY_CONFLICT', field: 'transactional' });
+    expect(ran).toBe(false);
+    expect(await ledger(b.key)).toEqual([]);
+
+    // Another payload under a transactional key is still a payload conflict.
+    await expect(
+      runner.executeInTransaction({ ...a, payload: bytes('other') }, insert(a.key)),
+    ).rejects.toMatchObject({ code: 'KEY_CONFLICT', field: 'payload' });
+  });
+
+  it('refuses bad input and stores that cannot run transactions with typed errors', async () => {
+    await expect(
+      runner.executeInTransaction({ key: '', resource: 'r' }, async () => ({ payload: bytes('') })),
+    ).rejects.toBeInstanceOf(InvalidActionError);
+    await expect(
+      new Runner(h.store, { ttlMs: 0 }).executeInTransaction(action(), async () => ({
+        payload: bytes(''),
+      })),
+    ).rejects.toBeInstanceOf(InvalidActionError);
+    const memory = new Runner(new MemoryStore(), { ttlMs: TTL });
+    await expect(
+      memory.executeInTransaction(action(), async () => ({ payload: bytes('') })),
+    ).rejects.toMatchObject({ code: 'NOT_TRANSACTIONAL' });
+    await expect(
+      memory.executeInTransaction(action(), async () => ({ payload: bytes('') })),
+    ).rejects.toBeInstanceOf(NotTransactionalError);
+  });
+
+  it('a connection killed during the effect rolls back; the retry applies once', async () => {
+    const a = action();
+    const side = sidePool(h.db);
+    try {
+      const killed = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+        await insert(a.key)(context);
+        await side.query('select pg_terminate_backend($1)', [
+          (context.tx as pg.PoolClient & { processID: number }).processID,
+        ]);
+        await context.tx.query('select 1');
+        return { payload: bytes('unreachable') };
+      });
+      expect(killed.outcome).toBe('failed');
+    } finally {
+      await side.end();
+    }
+    expect(await ledger(a.key)).toEqual([]);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
+    expect((await runner.executeInTransaction(a, insert(a.key, 'retry'))).outcome).toBe('applied');
+    expect((await ledger(a.key)).map((r) => r.note)).toEqual(['retry']);
+  });
+
+  it('kill -9 of the process between the insert and the commit: nothing persists, the retry applies once', async () => {
+    const a = action();
+    const child = fork(CHILD, [JSON.stringify({ schema: h.db.schema, ...a, payload: undefined })], {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      child.on('exit', (_code, signal) => resolve(signal)),
+    );
+    await new Promise<void>((resolve, reject) => {
+      child.on('message', (message) => (message === 'inserted' ? resolve() : undefined));
+      child.on('error', reject);
+      child.on('exit', (code) => reject(new Error(`child exited with ${code} before inserting`)));
+    });
+    // The row exists inside the child's open transaction, invisible to everyone else.
+    expect(await ledger(a.key)).toEqual([]);
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+
+    const plain = { key: a.key, resource: a.resource };
+    // The retry waits for the dead backend's rollback (the resource row lock), then applies.
+    const retried = await runner.executeInTransaction(plain, insert(a.key, 'retry'));
+    expect(retried.outcome).toBe('applied');
+    expect((await ledger(a.key)).map((r) => r.note)).toEqual(['retry']);
+    expect((await h.store.events(a.key)).map((e) => `${e.from}->${e.to}`)).toEqual(['free->done']);
+    const again = await runner.executeInTransaction(plain, insert(a.key, 'again'));
+    expect(again.outcome).toBe('replayed');
+    expect(await ledger(a.key)).toHaveLength(1);
+  });
+});
