@@ -38,7 +38,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { atReadCommitted, checkout, type Session } from './session.js';
+import { checkout, queryAtReadCommitted, type Session } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -63,6 +63,9 @@ export interface PgStoreOptions extends PoolOptions {
    */
   limits?: Partial<Limits>;
 }
+
+/** First half of the sweep leader's advisory lock key (migrate() uses 0x5e1d); the second half is the schema's hash. */
+const SWEEP_LOCK_CLASS = 0x5e1e;
 
 const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
@@ -92,6 +95,26 @@ const SQL = {
     s: string,
   ) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at asc limit $2`,
+  // Claims lock the keys they pick (others skip them); the conflict clause re-checks the latest
+  // committed start, so a claimer whose snapshot missed another's start cannot claim it twice.
+  claimReconciles: (s: string) => `with candidates as (
+      select k.key, k.fence from ${s}.keys k
+      left join ${s}.reconcile_starts r on r.key = k.key
+      where k.state = 'uncertain'
+        and (r.key is null or r.fence <> k.fence
+             or r.started_at <= ${s}.store_now() - $2 * interval '1 millisecond')
+      order by k.updated_at
+      limit $1
+      for update of k skip locked
+    ), claimed as (
+      insert into ${s}.reconcile_starts as r (key, fence, started_at)
+      select key, fence, ${s}.store_now() from candidates
+      on conflict (key) do update set fence = excluded.fence, started_at = excluded.started_at
+        where r.fence <> excluded.fence
+           or r.started_at <= excluded.started_at - $2 * interval '1 millisecond'
+      returning key
+    )
+    select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
   txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
   txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
   binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
@@ -129,6 +152,10 @@ interface KeyRow {
  * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
  *
+ * Each operation runs at READ COMMITTED whatever the database's default, on a client whose
+ * connection errors are heard from checkout on; through PgBouncer in transaction mode set
+ * `transactionPooling`.
+ *
  * Input is validated here before anything is sent (InvalidActionError, nothing written). A lost
  * connection or any other database failure is thrown as StoreUnavailableError with the cause:
  * an operation whose fate we do not know is never reported as an outcome.
@@ -145,9 +172,13 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
   readonly #sql: Record<keyof typeof SQL, Statement>;
+  readonly #schema: string;
+  /** Sweep leaders in this process, each on the session that holds the advisory lock. */
+  readonly #leaders = new Map<object, pg.PoolClient>();
 
   constructor(options: PgStoreOptions = {}) {
-    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
+    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,
     });
     this.#limits = { ...defaultLimits, ...options.limits };
@@ -156,9 +187,75 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     this.#ownsPool = owned;
   }
 
-  /** Ends the pool if this store made it; a pool passed in is left to its owner. */
+  /** Gives up any sweep leadership, then ends the pool if this store made it; a pool passed in is left to its owner. */
   async close(): Promise<void> {
+    await Promise.all([...this.#leaders.keys()].map((owner) => this.resignSweep(owner)));
     if (this.#ownsPool) await this.#pool.end();
+  }
+
+  async claimReconciles(options: { limit: number; restartAfterMs: number }): Promise<KeyRecord[]> {
+    const { limit, restartAfterMs } = options;
+    if (!Number.isSafeInteger(limit) || limit < 0)
+      throw new InvalidActionError('limit', `must be a non-negative integer, got ${String(limit)}`);
+    checkTtl(restartAfterMs);
+    const rows = await this.#rows<KeyRow>('claimReconciles', [limit, restartAfterMs]);
+    return rows.map(toRecord);
+  }
+
+  /**
+   * Leader by a session-level advisory lock per schema, held on one pooled connection for as
+   * long as the owner leads (that connection is not available to other work meanwhile). A
+   * leader whose process or connection dies loses the lock with its session.
+   */
+  async leadSweep(owner: object): Promise<boolean> {
+    const held = this.#leaders.get(owner);
+    if (held) {
+      try {
+        await held.query('select 1');
+        return true;
+      } catch {
+        this.#leaders.delete(owner);
+        held.release(true);
+        return false;
+      }
+    }
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      throw new StoreUnavailableError('leadSweep', error);
+    }
+    try {
+      const { rows } = await client.query<{ led: boolean }>(
+        'select pg_try_advisory_lock($1, hashtext($2)) as led',
+        [SWEEP_LOCK_CLASS, this.#schema],
+      );
+      if (!rows[0]?.led) {
+        client.release();
+        return false;
+      }
+      this.#leaders.set(owner, client);
+      return true;
+    } catch (error) {
+      client.release(true);
+      throw new StoreUnavailableError('leadSweep', error);
+    }
+  }
+
+  async resignSweep(owner: object): Promise<void> {
+    const client = this.#leaders.get(owner);
+    if (!client) return;
+    this.#leaders.delete(owner);
+    try {
+      await client.query('select pg_advisory_unlock($1, hashtext($2))', [
+        SWEEP_LOCK_CLASS,
+        this.#schema,
+      ]);
+      client.release();
+    } catch {
+      // Closing the session ends the lock too.
+      client.release(true);
+    }
   }
 
   async acquire(
@@ -516,9 +613,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
     let failed = false;
     try {
-      const { client } = session;
-      const query = { ...this.#sql[operation], values };
-      return (await atReadCommitted(client, () => client.query<R>(query))).rows;
+      return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);
     } catch (error) {
       failed = true;
       throw new StoreUnavailableError(operation, error);
