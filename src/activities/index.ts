@@ -79,7 +79,8 @@ export interface SideEffectActivitiesOptions {
   sweepLimit?: number;
   /**
    * A key whose ReconcileWorkflow the sweeper started is started again (use-existing: a no-op
-   * while it runs) only after this long, in case it was terminated. Default 1 hour.
+   * while it runs) only after this long, in case it was terminated.
+   * @default 3_600_000 (1 hour)
    */
   restartReconcileAfterMs?: number;
 }

@@ -48,6 +48,7 @@ export interface ExecuteOptions {
    * Which apply errors are definite refusals (nothing took effect), besides
    * `NotAppliedError`: those release the key and end as `failed` with
    * `definite: true` instead of blocking it as uncertain.
+   * @default none: only `NotAppliedError` is definite
    */
   isDefinite?: (error: unknown) => boolean;
 }
