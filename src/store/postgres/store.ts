@@ -51,6 +51,8 @@ export interface PgStoreOptions extends PoolOptions {
   /** The schema `migrate()` was run on; default `sideeffect`. */
   schema?: string;
   limits?: Partial<Limits>;
+  /** Keys deleted per transaction by `purge`; default 5,000. */
+  purgeBatchSize?: number;
 }
 
 const keyColumns = (s: string) =>
@@ -73,7 +75,7 @@ const SQL = {
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
   resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
-  purge: (s: string) => `select ${s}.purge($1) as o_purged`,
+  purge: (s: string) => `select ${s}.purge_batch($1, $2) as o_purged`,
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
   list: (s: string) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at desc limit $2`,
@@ -124,8 +126,14 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
   readonly #sql: Record<keyof typeof SQL, Statement>;
+  readonly #purgeBatch: number;
 
   constructor(options: PgStoreOptions = {}) {
+    const batch = options.purgeBatchSize ?? 5_000;
+    if (!Number.isSafeInteger(batch) || batch < 1 || batch > 2 ** 31 - 1) {
+      throw new InvalidActionError('purgeBatchSize', `must be a positive integer, got ${batch}`);
+    }
+    this.#purgeBatch = batch;
     this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL);
     this.#limits = { ...defaultLimits, ...options.limits };
     const { pool, owned } = openPool(options);
@@ -430,10 +438,20 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }));
   }
 
+  /**
+   * Deletes in batches of `purgeBatchSize` keys, each batch one short transaction (a key and its
+   * events go together), until a batch comes back short: purging millions of keys beside running
+   * callers holds neither millions of locks nor one long transaction. Returns the total.
+   */
   async purge(options: { olderThanMs: number }): Promise<number> {
     const olderThanMs = checkTtl(options?.olderThanMs);
-    const row = await this.#one<{ o_purged: string }>('purge', [olderThanMs]);
-    return int(row.o_purged);
+    let total = 0;
+    for (;;) {
+      const row = await this.#one<{ o_purged: string }>('purge', [olderThanMs, this.#purgeBatch]);
+      const purged = int(row.o_purged);
+      total += purged;
+      if (purged < this.#purgeBatch) return total;
+    }
   }
 
   /**

@@ -107,3 +107,27 @@ begin
   o_at_ms := epoch_ms(v_now);
 end
 $$;
+
+-- Store.purge, one batch: at most p_limit done keys unchanged for longer than p_older_than_ms,
+-- oldest first (the (state, updated_at) index), with their events, in one short transaction.
+-- PgStore.purge repeats it until a batch comes back short, so purging millions of keys never
+-- holds millions of row locks or one long transaction beside the executing callers. Keys locked
+-- by a running operation are skipped. Never an uncertain key, never a resource.
+create function purge_batch(p_older_than_ms bigint, p_limit int) returns bigint
+  language sql
+  set search_path from current
+as $$
+  with gone as (
+    delete from keys
+     where key in (
+       select key from keys
+        where state = 'done' and updated_at < store_now() - p_older_than_ms * interval '1 millisecond'
+        order by updated_at
+        limit p_limit
+          for update skip locked)
+    returning key
+  ), dropped as (
+    delete from events where key in (select key from gone)
+  )
+  select count(*) from gone
+$$;
