@@ -3,8 +3,9 @@
  * minutes on 2 cores):
  *
  * 1. acquire (a new key, straight into applying) and replay (acquire of a done key) latency,
- *    p50 and p99 from 8 concurrent callers, with the store holding 10,000 done keys and then
- *    1,000,000 (each with its two happy-path events). Target: at 1M within 1.3x of at 10k.
+ *    p50 and p99 from 8 concurrent callers, on a store holding 10,000 done keys and on one
+ *    holding 1,000,000 (each key with its two happy-path events), measured in alternating rounds
+ *    so a change in machine load hits both alike. Target: at 1M within 1.3x of at 10k.
  * 2. table and index sizes of keys and events, per million keys.
  * 3. purge of the 1,000,000 done keys, in batches, beside 8 callers executing new keys: the
  *    purge finishes and the callers keep >= 0.7x of their throughput without it.
@@ -22,7 +23,8 @@ const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:
 const SMALL = 10_000;
 const LARGE = Number(process.env.SCALE_KEYS) || 1_000_000;
 const CALLERS = 8;
-const MEASURE_MS = 5_000;
+const MEASURE_MS = 2_500;
+const ROUNDS = 4;
 const BASELINE_MS = 10_000;
 const FILL_CHUNK = 100_000;
 const FILL_RESOURCES = 1_000;
@@ -30,11 +32,14 @@ const TARGETS = { latency: 1.3, purgeThroughput: 0.7 } as const;
 /** sha-256 of the empty payload: the digest every filled key is bound to. */
 const EMPTY_DIGEST = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
-const schema = `sideeffect_scale_${randomBytes(3).toString('hex')}`;
+const tag = randomBytes(3).toString('hex');
+const schema = `sideeffect_scale_${tag}`;
+const smallSchema = `sideeffect_scale_small_${tag}`;
 const q = `"${schema}"`;
 const pool = new pg.Pool({ connectionString: DATABASE_URL, max: CALLERS + 2 });
 pool.on('error', () => {});
 const store = new PgStore({ pool, schema });
+const smallStore = new PgStore({ pool, schema: smallSchema });
 const runner = new Runner(store, { ttlMs: 30_000 });
 const result = { payload: new TextEncoder().encode('ok') };
 const started = performance.now();
@@ -42,7 +47,7 @@ const elapsed = () => `${((performance.now() - started) / 1000).toFixed(0)} s`;
 const log = (line: string) => console.log(`[${elapsed()}] ${line}`);
 
 /** Done keys `fill/<from..to>`, two days old, each with its two events, in chunks of FILL_CHUNK. */
-async function fill(from: number, to: number): Promise<void> {
+async function fill(q: string, from: number, to: number): Promise<void> {
   for (let lo = from; lo <= to; lo += FILL_CHUNK) {
     const hi = Math.min(to, lo + FILL_CHUNK - 1);
     await pool.query(
@@ -100,8 +105,8 @@ async function callers(
 let round = 0;
 /** Latencies of the acquire alone (each is followed by an untimed complete that frees the resource). */
 const acquireOnly: number[] = [];
-/** acquire and replay latency at `filled` keys. */
-async function latencies(filled: number) {
+/** acquire and replay latencies (ms) on `store`, which holds `filled` done keys. */
+async function latencies(store: PgStore, filled: number) {
   round += 1;
   const tag = `${round}`;
   await callers(MEASURE_MS, async (caller, n) => {
@@ -113,7 +118,7 @@ async function latencies(filled: number) {
     await store.complete(action, granted.lease, result);
     acquireOnly.push(took);
   });
-  const acquired = acquireOnly.splice(0).sort((a, b) => a - b);
+  const acquired = acquireOnly.splice(0);
   const replay = await callers(MEASURE_MS, async () => {
     const i = 1 + Math.floor(Math.random() * filled);
     const got = await store.acquire(
@@ -122,11 +127,16 @@ async function latencies(filled: number) {
     );
     if (got.outcome !== 'replayed') throw new Error(`expected replayed, got ${got.outcome}`);
   });
-  const replayed = replay.latencies.sort((a, b) => a - b);
-  return {
-    acquire: { p50: percentile(acquired, 50), p99: percentile(acquired, 99), n: acquired.length },
-    replay: { p50: percentile(replayed, 50), p99: percentile(replayed, 99), n: replayed.length },
+  return { acquire: acquired, replay: replay.latencies };
+}
+
+/** Percentiles of the latencies gathered over every round. */
+function summary(samples: { acquire: number[]; replay: number[] }) {
+  const of = (values: number[]) => {
+    const sorted = [...values].sort((a, b) => a - b);
+    return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), n: sorted.length };
   };
+  return { acquire: of(samples.acquire), replay: of(samples.replay) };
 }
 async function sizes() {
   const { rows } = await pool.query<{
@@ -152,14 +162,28 @@ async function main(): Promise<void> {
       .join(' ')}`,
   );
   await migrate(pool, { schema });
-  await fill(1, SMALL);
+  await migrate(pool, { schema: smallSchema });
+  await fill(`"${smallSchema}"`, 1, SMALL);
+  await fill(q, 1, LARGE);
+  log(`filled ${SMALL} and ${LARGE} keys`);
   // Warm every connection's prepared statements and plpgsql plans.
-  await latencies(SMALL);
-  const small = await latencies(SMALL);
+  await latencies(smallStore, SMALL);
+  await latencies(store, LARGE);
+  const samples = { small: { acquire: [] as number[], replay: [] as number[] } };
+  const largeSamples = { acquire: [] as number[], replay: [] as number[] };
+  for (let r = 0; r < ROUNDS; r++) {
+    const order = r % 2 === 0 ? ['small', 'large'] : ['large', 'small'];
+    for (const which of order) {
+      const got =
+        which === 'small' ? await latencies(smallStore, SMALL) : await latencies(store, LARGE);
+      const into = which === 'small' ? samples.small : largeSamples;
+      into.acquire.push(...got.acquire);
+      into.replay.push(...got.replay);
+    }
+  }
+  const small = summary(samples.small);
+  const large = summary(largeSamples);
   log(`at ${SMALL} keys: ${JSON.stringify(small)}`);
-  await fill(SMALL + 1, LARGE);
-  log(`filled to ${LARGE} keys`);
-  const large = await latencies(LARGE);
   log(`at ${LARGE} keys: ${JSON.stringify(large)}`);
   const size = await sizes();
 
@@ -221,5 +245,6 @@ try {
   await main();
 } finally {
   await pool.query(`drop schema if exists ${q} cascade`).catch(() => {});
+  await pool.query(`drop schema if exists "${smallSchema}" cascade`).catch(() => {});
   await pool.end();
 }

@@ -59,16 +59,15 @@ const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
 
 const SQL = {
-  // A done key with this binding is answered by the first branch alone (a replay is one index
-  // read, no function call); anything else goes to acquire(), which decides under its locks.
-  acquire: (
-    s: string,
-  ) => `select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
+  // A done key with this binding is answered by one index read (`hit`, evaluated once and used
+  // twice), no function call; anything else goes to acquire(), which decides under its locks.
+  acquire: (s: string) => `with hit as materialized (
+      select result from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')
+    select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
       null::bigint as o_retry_after_ms, result as o_result, null::text as o_reason
-    from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done'
+    from hit
     union all
-    select * from ${s}.acquire($1, $2, $3, $4, $5, $6)
-    where not exists (select from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')`,
+    select * from ${s}.acquire($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
   complete: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
