@@ -216,10 +216,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       const granted = await query<AcquireRow>(this.#sql.txAcquire, [a.key, a.resource, digest]);
       const row = granted.rows[0]!;
       if (row.o_outcome !== 'applied') {
-        // A conflict ends the transaction before the binding is looked up on another connection;
-        // anything else keeps what acquire concluded on the way (an expired holder).
-        if (row.o_outcome.startsWith('conflict:')) await rollBack();
-        else await commit();
+        // No other answer keeps a write; the transaction ends before a conflict's binding is
+        // looked up on another connection.
+        await rollBack();
         const acquisition = await this.#acquisition(a, ttlMs, row, true);
         return acquisition.outcome === 'uncertain'
           ? {
