@@ -11,16 +11,20 @@ import { fileURLToPath } from 'node:url';
 import { Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import pg from 'pg';
+import { maskConnectionString } from '../src/core/mask.js';
 import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
-import { createWorker } from '../src/worker/index.js';
+import { clusterSettings, createWorker } from '../src/worker/index.js';
 import {
   reconcileWorkflowId,
   type SideEffectOutcome,
   statusQuery,
 } from '../src/workflows/index.js';
 import { type Charge, type ChargeInput, chargeEffect } from './effects.js';
+import { resolveInstructions } from './instructions.js';
 
-const TEMPORAL_ADDRESS = process.env.TEMPORAL_ADDRESS || '127.0.0.1:7233';
+/** Temporal's standard client configuration: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS, TEMPORAL_PROFILE. */
+const TEMPORAL = clusterSettings();
+const TEMPORAL_ADDRESS = TEMPORAL.connectionOptions.address;
 const UI = process.env.TEMPORAL_UI_URL || 'http://localhost:8233';
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const SCHEMA = process.env.SIDEEFFECT_SCHEMA || 'sideeffect';
@@ -41,13 +45,12 @@ async function main(): Promise<void> {
        cents int not null, fence bigint not null, at timestamptz not null default now())`,
   );
   say(
-    `  Postgres  ${DATABASE_URL.replace(/:[^:@/]*@/, ':***@')} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
+    `  Postgres  ${maskConnectionString(DATABASE_URL)} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
   );
 
   const store = new PgStore({ pool, schema: SCHEMA });
   const bank = new PgFencedSink({ pool, schema: SCHEMA });
   const worker = await createWorker({
-    address: TEMPORAL_ADDRESS,
     taskQueue: TASK_QUEUE,
     store,
     effects: { charge: chargeEffect(bank, bankTable) },
@@ -131,31 +134,24 @@ async function main(): Promise<void> {
   say(table(['ORDER', 'OUTCOME', 'CHARGE', 'BANK ROWS'], summary));
   say();
   const charges = await bankCharges(key);
-  const verdict = JSON.stringify({ chargeId: charges[0] ?? 'none', attempt: 1 });
-  const signal = `{"applied": true, "result": ${verdict}, "reason": "found in the bank ledger", "by": "you"}`;
-  say(
-    'Order D is blocked: retrying it blindly could charge twice. A person decides, in the Temporal UI:',
-  );
-  say();
-  say(
-    `  1. Open   ${UI}/namespaces/default/workflows/${encodeURIComponent(reconcileWorkflowId(key))}`,
-  );
-  say(
-    `  2. Check  the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
-  );
-  say('  3. Click  "More Actions" > "Send a Signal", signal name: resolve, input (paste):');
-  say(`            ${signal}`);
-  say(
-    '            (or {"applied": false, "reason": "...", "by": "you"} if the bank never took it: order D is then charged again)',
-  );
-  say();
-  say('  or from a terminal:');
-  say(
-    `    npm run sideeffect -- resolve '${key}' --applied --reason "found in the bank ledger" --result '${verdict}'`,
-  );
-  say(
-    `    temporal workflow signal --workflow-id '${reconcileWorkflowId(key)}' --name resolve --input '${signal}'`,
-  );
+  // The episode judged: a verdict that names it cannot decide a later attempt of the same key.
+  const fence = status.fence ?? (await store.inspect(key))?.fence;
+  say('Order D is blocked: retrying it blindly could charge twice.');
+  const { text } = resolveInstructions({
+    uiUrl: UI,
+    namespace: TEMPORAL.namespace,
+    key,
+    resource: `card:${run}-3`,
+    verdict: {
+      applied: true,
+      result: { chargeId: charges[0] ?? 'none', attempt: 1 },
+      reason: 'found in the bank ledger',
+      by: 'you',
+      ...(fence === undefined ? {} : { fence }),
+    },
+    downstream: `the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
+  });
+  say(text);
   say();
   say(
     'Waiting for the resolve signal... (Ctrl-C to leave it waiting; the workflow keeps waiting in Temporal)',
@@ -203,7 +199,7 @@ async function ensureTemporal(): Promise<void> {
 async function temporalAnswers(): Promise<boolean> {
   try {
     const connection = await Connection.connect({
-      address: TEMPORAL_ADDRESS,
+      ...TEMPORAL.connectionOptions,
       connectTimeout: 2_000,
     });
     try {
@@ -227,7 +223,7 @@ async function connectPostgres(): Promise<pg.Pool> {
     await pool.end().catch(() => {});
     return fail(
       `Postgres does not answer at ${DATABASE_URL} (${(error as Error).message}).\n` +
-        'Start Postgres there, or set DATABASE_URL=postgres://user:password@host:5432/database and run npm start again.',
+        'Start Postgres there, or set DATABASE_URL=postgres://user@host:5432/database (password in PGPASSWORD) and run npm start again.',
     );
   }
 }
@@ -251,8 +247,9 @@ function table(head: string[], rows: string[][]): string {
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
+/** Every failure path ends here, so no message of the demo shows a connection string's password. */
 function fail(message: string): never {
-  process.stderr.write(`\nsideeffect demo: ${message}\n`);
+  process.stderr.write(`\nsideeffect demo: ${maskConnectionString(message)}\n`);
   process.exit(1);
 }
 

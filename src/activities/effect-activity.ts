@@ -6,6 +6,7 @@ import type { Store, TransactionContext } from '../core/store.js';
 import type { Action, Result } from '../core/types.js';
 import { KeyedGate } from '../syncx/index.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
+import { OUTCOMES_METRIC, type OutcomeLabel } from '../workflows/metrics.js';
 import type { EffectRequest, EffectResponse, ProbeAnswer } from '../workflows/protocol.js';
 import type { AnyEffect, SideEffectDefinition } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
@@ -117,6 +118,7 @@ function guardedActivity(
     } catch (error) {
       throw toFailure(error);
     }
+    countOutcome(context, name, execution.outcome === 'failed' ? 'not_applied' : execution.outcome);
     switch (execution.outcome) {
       case 'applied':
       case 'replayed':
@@ -173,6 +175,13 @@ async function inTransaction(
   } finally {
     clearInterval(heartbeat);
   }
+}
+
+/** One guarded call's end, on the worker's metric meter: a rise in `uncertain` is what pages someone. */
+function countOutcome(context: Context, effect: string, outcome: OutcomeLabel): void {
+  context.metricMeter
+    .createCounter(OUTCOMES_METRIC, 'calls', 'guarded side-effect calls, by how they ended')
+    .add(1, { effect, outcome });
 }
 
 /** `probe:<effect>`: asks the downstream whether a key took effect; null when it cannot tell. */

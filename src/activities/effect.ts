@@ -41,17 +41,27 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
    * for "at most 4 calls per LLM model". A full key fails the attempt at once with
    * the retryable `SideEffectTooManyInFlight`, before any lease is taken, so
    * Temporal backs off instead of piling attempts up in the worker.
+   * @default no bound
    */
   inFlight?: { limit: number; key?: (input: I) => string };
-  /** Whether a failed apply may simply be retried. Default `unknown`: a failed apply blocks the key until reconciled. */
+  /**
+   * Whether a failed apply may simply be retried. `unknown` and `unsafe`: a failed or
+   * interrupted apply blocks the key until reconciled; `safe`: it frees the key.
+   * @default 'unknown'
+   */
   retrySafety?: RetrySafety;
-  /** Slow work that must not touch the outside world; the lease is re-checked after it. The lease is renewed and heartbeated during it too. */
+  /**
+   * Slow work that must not touch the outside world; the lease is re-checked after it. The lease
+   * is renewed and heartbeated during it too.
+   * @default none: the grant goes straight to apply
+   */
   prepare?(input: I, context: { key: string; signal: AbortSignal }): Promise<P>;
   /** The side effect. Returns a JSON-serialisable result, recorded and replayed byte for byte. */
   apply(input: I, context: EffectContext<P>): Promise<R>;
   /**
    * Asks the downstream whether `key` took effect, so an uncertain key is
    * reconciled without a person. Answer `undefined` when it cannot tell.
+   * @default none: every uncertain key waits for a person
    */
   probe?(input: I, context: ProbeContext): Promise<ProbeAnswer<R> | undefined>;
 }
@@ -93,7 +103,22 @@ export type AnyEffect =
   | SideEffectDefinition<never, unknown, unknown>
   | TransactionalEffectDefinition<never, unknown, pg.PoolClient>;
 
-/** Identity with inference: `defineEffect({ resource: (i: Charge) => ..., apply: async (i, { lease }) => ... })`. */
+/**
+ * Declares one guarded side effect; an identity function that gives `apply` and `probe` their
+ * types from `resource`'s input, and lets workflows type their calls with `typeof effects`.
+ *
+ * @example
+ * ```ts
+ * export const effects = {
+ *   charge: defineEffect({
+ *     resource: (input: { card: string; cents: number }) => `card:${input.card}`,
+ *     async apply(input, { key, lease }) {
+ *       return bank.writeFenced(`card:${input.card}`, lease.fence, (tx) => insertCharge(tx, key, input));
+ *     },
+ *   }),
+ * };
+ * ```
+ */
 export function defineEffect<I, R, Tx = pg.PoolClient>(
   definition: TransactionalEffectDefinition<I, R, Tx>,
 ): TransactionalEffectDefinition<I, R, Tx>;

@@ -1,5 +1,10 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { InvalidActionError, KeyConflictError, StoreUnavailableError } from '../core/errors.js';
+import {
+  InvalidActionError,
+  KeyConflictError,
+  StaleVerdictError,
+  StoreUnavailableError,
+} from '../core/errors.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
 
 export function nonRetryable(
@@ -23,6 +28,10 @@ export function toFailure(error: unknown): unknown {
   if (error instanceof KeyConflictError)
     return nonRetryable(SideEffectFailureType.KeyConflict, error, [
       { key: error.key, field: error.field },
+    ]);
+  if (error instanceof StaleVerdictError)
+    return nonRetryable(SideEffectFailureType.StaleVerdict, error, [
+      { key: error.key, fence: error.fence, currentFence: error.currentFence, state: error.state },
     ]);
   if (error instanceof StoreUnavailableError) {
     return ApplicationFailure.create({

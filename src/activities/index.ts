@@ -3,7 +3,13 @@ import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
 import { Runner } from '../core/runner.js';
 import { isTransactionalStore, type Store } from '../core/store.js';
 import { checkTtl } from '../core/validate.js';
-import { probeActivityName, type ReconcileInput } from '../workflows/protocol.js';
+import {
+  legacyActivityNames,
+  legacyProbeActivityName,
+  libraryActivityNames,
+  probeActivityName,
+  type ReconcileInput,
+} from '../workflows/protocol.js';
 import type { AnyEffect } from './effect.js';
 import { effectActivity, probeActivity } from './effect-activity.js';
 import { type ReconcileActivities, reconcileActivities } from './reconcile-activities.js';
@@ -19,10 +25,16 @@ export {
 } from './effect.js';
 export type { ReconcileActivities, SweepAndReconcileReport } from './reconcile-activities.js';
 
+type Activity = (...args: never[]) => Promise<unknown>;
+
 /** What `createSideEffectActivities` needs: the store that judges, the effects it guards, and where ReconcileWorkflows run. */
 export interface SideEffectActivitiesOptions {
   store: Store;
-  /** Each effect becomes an activity named after its key here (readable in the UI), and `probe:<name>` if it has a probe. */
+  /**
+   * Each effect becomes an activity named after its key here (readable in the UI), and
+   * `sideeffect.probe.<name>` if it has a probe. Names starting with `sideeffect.` or `probe:`
+   * and the 0.1.0 activity names are reserved.
+   */
   effects: Record<string, AnyEffect>;
   /**
    * How long one attempt may hold a resource; renewed (and Temporal heartbeated) every ttlMs/3
@@ -34,27 +46,67 @@ export interface SideEffectActivitiesOptions {
   client: Client;
   /** The task queue whose workers run ReconcileWorkflow (workflows and the reconcile activities). */
   taskQueue: string;
-  /** Reminder period of a waiting ReconcileWorkflow. Default 1 hour. */
+  /**
+   * Reminder period of a waiting ReconcileWorkflow.
+   * @default 3_600_000 (1 hour)
+   */
   remindEveryMs?: number;
-  /** Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows. Default true; needs them registered as Keyword. */
-  searchAttributes?: boolean;
-  /** Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered. Default 100 ms. */
+  /**
+   * Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows; needs them
+   * registered as Keyword on the namespace. A function is asked at each start: the worker plugin
+   * turns it off (memo-only) when its start-up check finds them missing.
+   * @default true
+   */
+  searchAttributes?: boolean | (() => boolean);
+  /**
+   * Also register the 0.1.0 activity types (`ensureReconcile`, `inspectKey`, `resolveKey`,
+   * `probe:<effect>`) that runs started by 0.1.0 still schedule. Turn it off once no such run is
+   * open, or when one of your activities has one of those names.
+   * @default true
+   */
+  legacyActivityNames?: boolean;
+  /**
+   * Lower bound of the retry delay after `contended`, so a lease about to expire is not hammered.
+   * @default 100
+   */
   minContendedDelayMs?: number;
-  /** At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a backlog is worked through. Default 1000. */
+  /**
+   * At most this many uncertain keys get a ReconcileWorkflow per sweep, oldest first, so a
+   * backlog is worked through.
+   * @default 1000
+   */
   sweepLimit?: number;
 }
 
-/** The activities object to register on a Worker. */
-export type SideEffectActivities = ReconcileActivities &
-  Record<string, (...args: never[]) => Promise<unknown>>;
+/** The activities object to register on a Worker, keyed by activity type. */
+export type SideEffectActivities = {
+  [libraryActivityNames.sweepAndReconcile]: ReconcileActivities['sweepAndReconcile'];
+} & Record<string, Activity>;
 
-const RESERVED = new Set(['ensureReconcile', 'inspectKey', 'resolveKey', 'sweepAndReconcile']);
+/** Whether an effect's name would shadow one of the library's activity types (current or 0.1.0). */
+function isReserved(name: string): boolean {
+  return (
+    name.startsWith('sideeffect.') ||
+    name.startsWith('probe:') ||
+    Object.values(legacyActivityNames).includes(name as never) ||
+    name === 'sweepAndReconcile'
+  );
+}
 
 /**
  * Builds the Temporal activities that put the store's gate in front of each
  * effect: key `<workflowId>/<step>`, lease renewed and heartbeated while apply
  * runs, outcomes mapped to Temporal failures a retry policy handles right
  * (contended retries after the lease, uncertain never retries blindly).
+ * `createWorker` calls it for you; use it to register them on a Worker you build.
+ *
+ * @example
+ * ```ts
+ * const activities = createSideEffectActivities({
+ *   store: new PgStore({ pool }), effects, ttlMs: 30_000, client, taskQueue: 'payments',
+ * });
+ * await Worker.create({ taskQueue: 'payments', activities, workflowsPath });
+ * ```
  */
 export function createSideEffectActivities(
   options: SideEffectActivitiesOptions,
@@ -65,21 +117,28 @@ export function createSideEffectActivities(
   const minContendedDelayMs = options.minContendedDelayMs ?? 100;
   const remindEveryMs = options.remindEveryMs;
   const searchAttributes = options.searchAttributes ?? true;
+  const indexed =
+    typeof searchAttributes === 'function' ? searchAttributes : () => searchAttributes;
+  const legacy = options.legacyActivityNames ?? true;
 
   const reconcileInput = (details: ReconcileInput): ReconcileInput => ({
     ...details,
     ...(remindEveryMs === undefined ? {} : { remindEveryMs }),
-    searchAttributes,
+    searchAttributes: indexed(),
   });
 
-  const activities: Record<string, (...args: never[]) => Promise<unknown>> = {};
+  const activities: Record<string, Activity> = {};
   for (const [name, effect] of Object.entries(effects)) {
-    if (RESERVED.has(name) || name.startsWith('probe:'))
-      throw new InvalidActionError('effects', `"${name}" is reserved for the reconcile activities`);
+    if (isReserved(name))
+      throw new InvalidActionError('effects', `"${name}" is reserved for the library's activities`);
     if (effect.transactional && !isTransactionalStore(store))
       throw new NotTransactionalError(`the store of transactional effect "${name}"`);
     activities[name] = effectActivity(name, effect, { runner, ttlMs, minContendedDelayMs });
-    if (effect.probe) activities[probeActivityName(name)] = probeActivity(effect, store);
+    if (effect.probe) {
+      const probe = probeActivity(effect, store);
+      activities[probeActivityName(name)] = probe;
+      if (legacy) activities[legacyProbeActivityName(name)] = probe;
+    }
   }
 
   const reconcile = reconcileActivities({
@@ -90,5 +149,10 @@ export function createSideEffectActivities(
     reconcileInput,
     ...(options.sweepLimit === undefined ? {} : { sweepLimit: options.sweepLimit }),
   });
-  return Object.assign(activities, reconcile);
+  for (const [method, name] of Object.entries(libraryActivityNames))
+    activities[name] = reconcile[method as keyof ReconcileActivities];
+  if (legacy)
+    for (const [method, name] of Object.entries(legacyActivityNames))
+      activities[name] = reconcile[method as keyof ReconcileActivities];
+  return activities as SideEffectActivities;
 }

@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
-import type { KeyRecord } from '../core/types.js';
+import type { KeyRecord, UncertainBacklog } from '../core/types.js';
 import { SideEffectFailureType } from '../workflows/failures.js';
 import {
   type EnsureReconcileRequest,
@@ -19,11 +19,12 @@ import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
 
-/** What one sweep did: the store's conclusions, and the uncertain keys that now have a ReconcileWorkflow (started or already running). */
+/** What one sweep did: the store's conclusions, the uncertain keys that now have a ReconcileWorkflow (started or already running), and the backlog after it. */
 export interface SweepAndReconcileReport {
   uncertain: string[];
   freed: string[];
   reconciling: string[];
+  backlog: UncertainBacklog;
 }
 
 /** The reconcile side, registered beside the effects. */
@@ -60,7 +61,8 @@ export function reconcileActivities({
 }): ReconcileActivities {
   const reconcile: ReconcileActivities = {
     async ensureReconcile(request) {
-      const verdict = verdictOf(await inspect(request.key));
+      const record = await inspect(request.key);
+      const verdict = verdictOf(record);
       if (verdict) return { verdict };
       const subscriber = Context.current().info.workflowExecution?.workflowId;
       if (subscriber === undefined)
@@ -76,7 +78,9 @@ export function reconcileActivities({
           {
             workflowId: reconcileWorkflowId(key),
             taskQueue,
-            args: [reconcileInput({ key, resource, reason, effect, input, probe })],
+            args: [
+              reconcileInput({ key, resource, reason, effect, input, probe, fence: record!.fence }),
+            ],
             signal: subscribeSignal,
             signalArgs: [{ workflowId: subscriber, effect, input, probe }],
             workflowIdConflictPolicy: 'USE_EXISTING',
@@ -98,6 +102,7 @@ export function reconcileActivities({
           applied: resolution.applied,
           reason: resolution.reason,
           ...(resolution.by === undefined ? {} : { by: resolution.by }),
+          ...(resolution.fence === undefined ? {} : { fence: resolution.fence }),
           ...(resolution.applied ? { result: encodeJson(resolution.result) } : {}),
         });
         return outcome.applied
@@ -126,13 +131,14 @@ export function reconcileActivities({
               key: record.key,
               resource: record.resource,
               reason: record.reason ?? 'uncertain',
+              fence: record.fence,
             }),
           ],
           workflowIdConflictPolicy: 'USE_EXISTING',
         });
         reconciling.push(record.key);
       }
-      return { uncertain, freed, reconciling };
+      return { uncertain, freed, reconciling, backlog: await store.uncertainBacklog() };
     },
   };
 

@@ -1,11 +1,13 @@
 import { parseArgs } from 'node:util';
 import type { KeyState } from '../core/types.js';
+import type { ResourceSelection } from './resolve-batch.js';
 import { HELP, UsageError } from './usage.js';
 
 /** A parsed command line; every field is checked, so commands never see malformed input. */
 export type Command =
   | { name: 'help'; topic: string }
-  | { name: 'migrate'; json: boolean }
+  | { name: 'version' }
+  | { name: 'migrate'; json: boolean; printSql: boolean }
   | { name: 'list'; json: boolean; state?: KeyState; limit: number }
   | { name: 'show'; json: boolean; key: string }
   | {
@@ -16,22 +18,59 @@ export type Command =
       reason: string;
       result: unknown;
       by: string;
+      fence?: number;
     }
+  | {
+      name: 'resolve-batch';
+      json: boolean;
+      dryRun: boolean;
+      /** Default `by` for every verdict. */
+      by: string;
+      source:
+        | { from: 'resource'; selection: ResourceSelection; applied: boolean; reason: string }
+        | { from: 'file'; file: string };
+    }
+  | { name: 'stats'; json: boolean }
   | { name: 'purge'; json: boolean; olderThanMs: number };
 
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
+  migrate: ['print-sql'],
   list: ['state', 'limit'],
-  resolve: ['applied', 'not-applied', 'reason', 'result', 'by'],
+  resolve: [
+    'applied',
+    'not-applied',
+    'reason',
+    'result',
+    'by',
+    'fence',
+    'resource',
+    'older-than',
+    'newer-than',
+    'from-file',
+    'dry-run',
+  ],
   purge: ['older-than'],
 };
-const VALUED = new Set(['--state', '--limit', '--reason', '--result', '--by', '--older-than']);
+const VALUED = new Set([
+  '--state',
+  '--limit',
+  '--reason',
+  '--result',
+  '--by',
+  '--fence',
+  '--older-than',
+  '--newer-than',
+  '--resource',
+  '--from-file',
+]);
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 export function parseCommand(argv: string[], user = 'cli'): Command {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help')
     return { name: 'help', topic: 'main' };
+  if (name === '--version' || name === '-v' || name === 'version') return { name: 'version' };
   const help = HELP[name];
   if (!help || name === 'main') throw new UsageError(`unknown command "${name}"`, HELP.main!);
   const { values, positionals } = parse(rest, help);
@@ -53,6 +92,9 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
   switch (name) {
     case 'migrate':
       none();
+      return { name, json, printSql: values['print-sql'] === true };
+    case 'stats':
+      none();
       return { name, json };
     case 'list': {
       none();
@@ -68,6 +110,14 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
     case 'show':
       return { name, json, key: one('key') };
     case 'resolve': {
+      if (values.resource !== undefined || values['from-file'] !== undefined) {
+        none();
+        return parseBatch(values, json, user, help);
+      }
+      for (const batchOnly of ['older-than', 'newer-than', 'dry-run'] as const) {
+        if (values[batchOnly] !== undefined)
+          throw new UsageError(`--${batchOnly} goes with --resource or --from-file`, help);
+      }
       const key = one('key');
       if (values.applied === values['not-applied']) {
         throw new UsageError('give exactly one of --applied or --not-applied', help);
@@ -86,18 +136,96 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
         }
       }
       const by = typeof values.by === 'string' && values.by ? values.by : user;
-      return { name, json, key, applied: values.applied === true, reason, result, by };
+      const resolve = { name, json, key, applied: values.applied === true, reason, result, by };
+      if (values.fence === undefined) return resolve;
+      const fence = Number(values.fence);
+      if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
+        throw new UsageError(
+          '--fence must be the fence of the uncertain attempt (a positive integer)',
+          help,
+        );
+      return { ...resolve, fence };
     }
     case 'purge': {
       none();
-      const match = /^(\d+)([smhd])$/.exec(String(values['older-than'] ?? ''));
-      if (!match) throw new UsageError('--older-than must look like 30d, 12h, 90m or 45s', help);
-      const olderThanMs = Number(match[1]) * UNITS[match[2]!]!;
-      if (olderThanMs <= 0) throw new UsageError('--older-than must be more than zero', help);
-      return { name, json, olderThanMs };
+      return { name, json, olderThanMs: duration(values['older-than'], 'older-than', help) };
     }
   }
   throw new UsageError(`unknown command "${name}"`, HELP.main!);
+}
+
+function duration(value: unknown, option: string, help: string): number {
+  const match = /^(\d+)([smhd])$/.exec(String(value ?? ''));
+  if (!match) throw new UsageError(`--${option} must look like 30d, 12h, 90m or 45s`, help);
+  const ms = Number(match[1]) * UNITS[match[2]!]!;
+  if (ms <= 0) throw new UsageError(`--${option} must be more than zero`, help);
+  return ms;
+}
+
+/** `resolve --resource R ...` or `resolve --from-file F`: one verdict for many keys, or one per line. */
+function parseBatch(
+  values: ReturnType<typeof parse>['values'],
+  json: boolean,
+  user: string,
+  help: string,
+): Extract<Command, { name: 'resolve-batch' }> {
+  const dryRun = values['dry-run'] === true;
+  const by = typeof values.by === 'string' && values.by ? values.by : user;
+  if (values.resource !== undefined && values['from-file'] !== undefined)
+    throw new UsageError('give --resource or --from-file, not both', help);
+  if (typeof values['from-file'] === 'string') {
+    const perLine = [
+      'applied',
+      'not-applied',
+      'reason',
+      'result',
+      'fence',
+      'older-than',
+      'newer-than',
+    ];
+    const stray = perLine.find((option) => values[option as keyof typeof values] !== undefined);
+    if (stray)
+      throw new UsageError(
+        `--${stray} does not go with --from-file: each line carries its verdict`,
+        help,
+      );
+    if (!values['from-file']) throw new UsageError('--from-file needs a file name', help);
+    return {
+      name: 'resolve-batch',
+      json,
+      dryRun,
+      by,
+      source: { from: 'file', file: values['from-file'] },
+    };
+  }
+  const resource = typeof values.resource === 'string' ? values.resource : '';
+  if (!resource) throw new UsageError('--resource needs a resource name', help);
+  if (values.applied === values['not-applied'])
+    throw new UsageError('give exactly one of --applied or --not-applied', help);
+  if (values.fence !== undefined)
+    throw new UsageError(
+      '--fence does not go with --resource: each key has its own episode, and a verdict without one judges the current episode',
+      help,
+    );
+  if (values.result !== undefined)
+    throw new UsageError(
+      '--result does not go with --resource: every key would get the same result; put per-key results in --from-file',
+      help,
+    );
+  const reason = typeof values.reason === 'string' ? values.reason.trim() : '';
+  if (!reason) throw new UsageError('--reason is required: say why you judged it so', help);
+  const selection: ResourceSelection = { resource };
+  if (values['older-than'] !== undefined)
+    selection.olderThanMs = duration(values['older-than'], 'older-than', help);
+  if (values['newer-than'] !== undefined)
+    selection.newerThanMs = duration(values['newer-than'], 'newer-than', help);
+  return {
+    name: 'resolve-batch',
+    json,
+    dryRun,
+    by,
+    source: { from: 'resource', selection, applied: values.applied === true, reason },
+  };
 }
 
 function parse(args: string[], help: string) {
@@ -111,6 +239,7 @@ function parse(args: string[], help: string) {
       strict: true,
       options: {
         json: { type: 'boolean' },
+        'print-sql': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
         state: { type: 'string' },
         limit: { type: 'string' },
@@ -119,7 +248,12 @@ function parse(args: string[], help: string) {
         reason: { type: 'string' },
         result: { type: 'string' },
         by: { type: 'string' },
+        fence: { type: 'string' },
         'older-than': { type: 'string' },
+        'newer-than': { type: 'string' },
+        resource: { type: 'string' },
+        'from-file': { type: 'string' },
+        'dry-run': { type: 'boolean' },
       },
     });
   } catch (error) {

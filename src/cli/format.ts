@@ -1,5 +1,6 @@
 import { decodeJson } from '../core/json.js';
 import type { KeyEvent, KeyRecord } from '../core/types.js';
+import type { StoreStats } from '../store/postgres/index.js';
 
 /** Human output: aligned columns a person can scan; `--json` is for scripts. */
 export function printList(records: KeyRecord[]): string {
@@ -50,6 +51,43 @@ function safeResult(payload: Uint8Array): string {
   } catch {
     return `${payload.length} bytes (not JSON)`;
   }
+}
+
+/** `sideeffect stats`: the backlog first (what pages someone), then who decides and how fast. */
+export function printStats(stats: StoreStats): string {
+  const { keys, backlog, timeToResolution: ttr } = stats;
+  const lines = [
+    `uncertain now:     ${backlog.count}${backlog.count > 0 ? `, oldest waiting ${seconds(backlog.oldestAgeMs / 1000)}` : ''}`,
+    `keys by state:     ${Object.entries(keys)
+      .map(([state, n]) => `${state} ${n}`)
+      .join(', ')}`,
+    `uncertain so far:  ${stats.uncertainEpisodes} episode(s), ${ttr.count} resolved`,
+  ];
+  if (ttr.count > 0) {
+    lines.push(
+      `time to verdict:   median ${seconds(ttr.medianSeconds)}, p95 ${seconds(ttr.p95Seconds)}, max ${seconds(ttr.maxSeconds)}`,
+      '',
+      table(
+        ['DECIDED BY', 'KIND', 'VERDICT', 'KEYS', 'MEDIAN', 'MAX'],
+        stats.resolutions.map((r) => [
+          r.actor,
+          r.kind,
+          r.verdict,
+          String(r.count),
+          seconds(r.medianSeconds),
+          seconds(r.maxSeconds),
+        ]),
+      ),
+    );
+  }
+  return lines.join('\n');
+}
+
+function seconds(value: number): string {
+  if (value < 120) return `${value.toFixed(1)}s`;
+  if (value < 7_200) return `${(value / 60).toFixed(1)}m`;
+  if (value < 172_800) return `${(value / 3_600).toFixed(1)}h`;
+  return `${(value / 86_400).toFixed(1)}d`;
 }
 
 function iso(ms: number): string {

@@ -1,42 +1,55 @@
+import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { NotUncertainError, SideEffectError } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
+import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
-import { migrate, PgStore } from '../store/postgres/index.js';
+import { migrate, migrationScript, PgStore, storeStats } from '../store/postgres/index.js';
+import { type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, parseCommand } from './args.js';
-import { printKey, printList } from './format.js';
+import { printKey, printList, printStats } from './format.js';
 import { resolveKey } from './resolve.js';
+import {
+  type BatchVerdict,
+  printBatch,
+  readVerdictFile,
+  resolveBatch,
+  selectUncertain,
+} from './resolve-batch.js';
 import { EXIT, HELP, UsageError } from './usage.js';
 
 /** Where the CLI finds the store and Temporal; the same variables the worker and the demo read. */
 export interface CliEnvironment {
   databaseUrl: string;
   schema: string;
-  temporalAddress: string;
-  namespace: string;
+  /** Temporal's standard client configuration (profile file and TEMPORAL_* variables), read when a command needs Temporal. */
+  temporal: () => ClusterSettings;
 }
 
 export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
   return {
     databaseUrl: env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
     schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
-    temporalAddress: env.TEMPORAL_ADDRESS || '127.0.0.1:7233',
-    namespace: env.TEMPORAL_NAMESPACE || 'default',
+    temporal: () => clusterSettings({ env }),
   };
 }
 
-/** Runs one command line and returns the exit code; all output goes through `out`/`err`. */
+/**
+ * Runs one command line and returns the exit code; all output goes through `out`/`err`. Every
+ * error line is masked (a pg or Temporal error may echo the connection string it was given).
+ */
 export async function main(
   argv: string[],
-  io: { out: (line: string) => void; err: (line: string) => void } = {
+  output: { out: (line: string) => void; err: (line: string) => void } = {
     out: (line) => process.stdout.write(`${line}\n`),
     err: (line) => process.stderr.write(`${line}\n`),
   },
   env: CliEnvironment = environment(),
 ): Promise<number> {
+  const io = { out: output.out, err: (line: string) => output.err(maskConnectionString(line)) };
   let command: Command;
   try {
     command = parseCommand(argv, safeUser());
@@ -47,6 +60,14 @@ export async function main(
   }
   if (command.name === 'help') {
     io.out(HELP[command.topic]!);
+    return EXIT.ok;
+  }
+  if (command.name === 'version') {
+    io.out(packageVersion());
+    return EXIT.ok;
+  }
+  if (command.name === 'migrate' && command.printSql) {
+    io.out(migrationScript({ schema: env.schema }));
     return EXIT.ok;
   }
   const pool = new pg.Pool({
@@ -64,7 +85,11 @@ export async function main(
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
     io.err(`sideeffect: ${error instanceof Error ? error.message : String(error)}`);
     if (command.json)
-      io.out(JSON.stringify({ error: { code, message: String((error as Error).message) } }));
+      io.out(
+        JSON.stringify({
+          error: { code, message: maskConnectionString(String((error as Error).message)) },
+        }),
+      );
     return error instanceof SideEffectError && code !== 'STORE_UNAVAILABLE'
       ? EXIT.refused
       : EXIT.unavailable;
@@ -81,7 +106,10 @@ interface Context {
   io: { out: (line: string) => void; err: (line: string) => void };
 }
 
-async function run(command: Exclude<Command, { name: 'help' }>, ctx: Context): Promise<number> {
+async function run(
+  command: Exclude<Command, { name: 'help' | 'version' }>,
+  ctx: Context,
+): Promise<number> {
   const { store, print } = ctx;
   switch (command.name) {
     case 'migrate': {
@@ -111,15 +139,22 @@ async function run(command: Exclude<Command, { name: 'help' }>, ctx: Context): P
       return EXIT.ok;
     }
     case 'resolve': {
-      const connection = await connectTemporal(ctx.env.temporalAddress);
+      const temporal = ctx.env.temporal();
+      const connection = await connectTemporal(temporal);
       try {
-        const client = connection && new Client({ connection, namespace: ctx.env.namespace });
+        const client = connection && new Client({ connection, namespace: temporal.namespace });
         if (!client)
           ctx.io.err(
-            `sideeffect: Temporal at ${ctx.env.temporalAddress} does not answer; resolving in the store only`,
+            `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
           );
-        const { applied, reason, result, by } = command;
-        const input = applied ? { applied, reason, result, by } : { applied, reason, by };
+        const { applied, reason, result, by, fence } = command;
+        const input = {
+          applied,
+          reason,
+          by,
+          ...(applied ? { result } : {}),
+          ...(fence === undefined ? {} : { fence }),
+        };
         const outcome = await resolveKey({ store, client, key: command.key, input });
         print(outcome.message, outcome);
         return outcome.won ? EXIT.ok : EXIT.refused;
@@ -133,6 +168,13 @@ async function run(command: Exclude<Command, { name: 'help' }>, ctx: Context): P
         await connection?.close();
       }
     }
+    case 'resolve-batch':
+      return resolveMany(command, ctx);
+    case 'stats': {
+      const stats = await storeStats(ctx.pool, { schema: ctx.env.schema });
+      print(printStats(stats), stats);
+      return EXIT.ok;
+    }
     case 'purge': {
       const purged = await store.purge({ olderThanMs: command.olderThanMs });
       print(`purged ${purged} done key(s)`, { purged });
@@ -141,9 +183,58 @@ async function run(command: Exclude<Command, { name: 'help' }>, ctx: Context): P
   }
 }
 
-async function connectTemporal(address: string): Promise<Connection | undefined> {
+async function resolveMany(
+  command: Extract<Command, { name: 'resolve-batch' }>,
+  ctx: Context,
+): Promise<number> {
+  const { source, by, dryRun } = command;
+  let verdicts: BatchVerdict[];
+  let selected: string;
+  if (source.from === 'file') {
+    try {
+      verdicts = await readVerdictFile(source.file, by);
+    } catch (error) {
+      if (!(error instanceof UsageError)) throw error;
+      ctx.io.err(`sideeffect: ${error.message}`);
+      if (command.json)
+        ctx.io.out(JSON.stringify({ error: { code: error.code, message: error.message } }));
+      return EXIT.usage;
+    }
+    selected = `${verdicts.length} verdict(s) from ${source.file}`;
+  } else {
+    const keys = await selectUncertain(ctx.store, source.selection, async () => {
+      const { rows } = await ctx.pool.query<{ now: string }>(
+        'select floor(extract(epoch from clock_timestamp()) * 1000)::bigint as now',
+      );
+      return Number(rows[0]!.now);
+    });
+    const { applied, reason } = source;
+    verdicts = keys.map((key) =>
+      applied ? { key, applied, result: null, reason, by } : { key, applied, reason, by },
+    );
+    selected = `${keys.length} uncertain key(s) on ${source.selection.resource}`;
+  }
+  const temporal = dryRun ? undefined : ctx.env.temporal();
+  const connection = temporal && (await connectTemporal(temporal));
   try {
-    return await Connection.connect({ address, connectTimeout: 3_000 });
+    const client = connection && new Client({ connection, namespace: temporal!.namespace });
+    if (temporal && !client)
+      ctx.io.err(
+        `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
+      );
+    const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun });
+    ctx.print(printBatch(report, selected), report);
+    if (report.failed.length > 0) return EXIT.unavailable;
+    if (report.alreadyDecided.length > 0 || report.refused.length > 0) return EXIT.refused;
+    return EXIT.ok;
+  } finally {
+    await connection?.close();
+  }
+}
+
+async function connectTemporal(settings: ClusterSettings): Promise<Connection | undefined> {
+  try {
+    return await Connection.connect({ ...settings.connectionOptions, connectTimeout: 3_000 });
   } catch {
     return undefined;
   }
@@ -165,4 +256,10 @@ function safeUser(): string {
   } catch {
     return 'cli';
   }
+}
+
+/** The installed package's version: package.json sits two levels up from src/cli and dist/cli alike. */
+function packageVersion(): string {
+  const manifest = new URL('../../package.json', import.meta.url);
+  return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
 }

@@ -1,9 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { NotUncertainError } from '../core/errors.js';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { NotUncertainError, StaleVerdictError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
+import { SideEffectFailureType } from '../workflows/failures.js';
 import {
+  CLI_UPDATE_ID_PREFIX,
   type ReconcileResolution,
   type ResolveInput,
   reconcileWorkflowId,
@@ -37,9 +41,14 @@ export async function resolveKey(options: {
     try {
       const final = await client.workflow
         .getHandle(reconcileWorkflowId(key))
-        .executeUpdate(resolveUpdate, { args: [input] });
+        .executeUpdate(resolveUpdate, {
+          args: [input],
+          updateId: `${CLI_UPDATE_ID_PREFIX}${randomUUID()}`,
+        });
       return report('workflow', input, final, sameVerdict(input, final));
     } catch (error) {
+      const stale = staleVerdict(key, error);
+      if (stale) throw stale;
       // The workflow closed between the check and the update: the store has the verdict.
       if (await isRunning(client, key)) throw error;
     }
@@ -50,6 +59,7 @@ export async function resolveKey(options: {
       reason: input.reason,
       result: encodeJson(input.result ?? null),
       ...(input.by ? { by: input.by } : {}),
+      ...(input.fence === undefined ? {} : { fence: input.fence }),
     });
     const result = outcome.result && decodeJson(outcome.result);
     return report(
@@ -70,6 +80,20 @@ async function resolvedNotApplied(store: Store, key: string) {
   const last = (await store.events(key)).at(-1);
   if (last?.from !== 'uncertain' || last.to !== 'free') return undefined;
   return { applied: false, reason: last.reason, by: last.actor };
+}
+
+/** The ReconcileWorkflow's Update refused the verdict as judging another episode: the store's error, rebuilt. */
+function staleVerdict(key: string, error: unknown): StaleVerdictError | undefined {
+  const cause = error instanceof WorkflowUpdateFailedError ? error.cause : undefined;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== SideEffectFailureType.StaleVerdict)
+    return undefined;
+  const details = (cause.details?.[0] ?? {}) as Partial<StaleVerdictError>;
+  return new StaleVerdictError(
+    key,
+    details.fence ?? Number.NaN,
+    details.currentFence ?? Number.NaN,
+    details.state ?? 'unknown',
+  );
 }
 
 async function isRunning(client: Client, key: string): Promise<boolean> {

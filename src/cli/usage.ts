@@ -18,37 +18,72 @@ export const HELP: Record<string, string> = {
 Usage: sideeffect <command> [options]
 
 Commands:
-  migrate                      create or upgrade the tables (safe to run from many workers)
+  migrate [--print-sql]        create or upgrade the tables (safe to run from many workers);
+                               --print-sql prints the SQL instead, for your own migration tool
   list [--state S] [--limit N] keys, newest change first (S: free|held|applying|done|uncertain)
   show <key>                   state, fence, result, reason and the event history of a key
-  resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME]
+  resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME] [--fence N]
                                decide an uncertain key (through its ReconcileWorkflow if one runs)
+  resolve --resource R --applied|--not-applied --reason TEXT [--older-than D] [--newer-than D] [--dry-run]
+  resolve --from-file verdicts.jsonl [--by NAME] [--dry-run]
+                               decide many uncertain keys: one verdict for a resource, or one per line
+  stats                        uncertain backlog, who decides and how fast, from the store
   purge --older-than 30d       delete done keys past retention (never uncertain keys or fences)
 
-Options everywhere: --json (machine output), --help
+Options everywhere: --json (machine output), --help; sideeffect --version prints the version
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
-  SIDEEFFECT_SCHEMA (default sideeffect), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
-  TEMPORAL_NAMESPACE (default default)
+  SIDEEFFECT_SCHEMA (default sideeffect). Temporal is reached like the temporal CLI does:
+  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default default),
+  TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE (profile file)
 
-Exit codes: 0 done, 1 refused (e.g. already resolved), 2 bad arguments, 3 store or Temporal unreachable`,
-  migrate: `Usage: sideeffect migrate [--json]
+Exit codes: 0 done, 1 refused (e.g. already resolved, or a verdict for an earlier episode), 2 bad arguments, 3 store or Temporal unreachable`,
+  migrate: `Usage: sideeffect migrate [--print-sql] [--json]
 
 Creates or upgrades the sideeffect tables in SIDEEFFECT_SCHEMA. Idempotent; several
-workers may run it at once.`,
+workers may run it at once.
+  --print-sql   print, without connecting, one SQL script that creates the schema from
+                scratch and records its migrations, for a team whose own tool owns the
+                database (a later \`sideeffect migrate\` then finds nothing to do)`,
   list: `Usage: sideeffect list [--state free|held|applying|done|uncertain] [--limit N] [--json]
 
 Lists keys, newest change first (default limit 50).`,
   show: `Usage: sideeffect show <key> [--json]
 
 Shows a key's state, fence, result, reason and every transition with who made it and why.`,
-  resolve: `Usage: sideeffect resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME] [--json]
+  resolve: `Usage: sideeffect resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME] [--fence N] [--json]
 
 Decides an uncertain key after you checked the downstream.
   --applied       it took effect; --result is the JSON the workflow will get (default null)
   --not-applied   it did not; the waiting workflow runs the effect again
+  --fence N       the episode you checked: the key's fence while uncertain (sideeffect show).
+                  If the key was since re-applied and became uncertain again, your verdict is
+                  about an earlier attempt and is refused (exit 1). Without it, the verdict
+                  judges the current episode.
 If the key's ReconcileWorkflow (reconcile/<key>) is running, the verdict goes through it,
 so the waiting workflow continues; otherwise it is recorded in the store directly.
-The first resolution wins: if someone resolved the key first, you are told so (exit 1).`,
+The first resolution wins: if someone resolved the key first, you are told so (exit 1).
+
+Usage: sideeffect resolve --resource R --applied|--not-applied --reason TEXT
+                          [--older-than D] [--newer-than D] [--by NAME] [--dry-run] [--json]
+       sideeffect resolve --from-file verdicts.jsonl [--by NAME] [--dry-run] [--json]
+
+Decides many keys after an outage, each through its ReconcileWorkflow when one runs.
+  --resource R      every key uncertain on R now; --older-than/--newer-than (30d, 12h, 90m, 45s)
+                    keep those uncertain for longer/shorter than that. No --result: every key
+                    would get the same one; per-key results go in --from-file
+  --from-file F     one JSON object a line: {"key": "...", "applied": true, "result": {...},
+                    "reason": "...", "by": "...", "fence": 7} (result, by, fence optional;
+                    without fence the verdict judges the key's current episode). Every line is
+                    checked before anything is sent (exit 2 on the first bad line)
+  --dry-run         read which keys are uncertain, send nothing
+Prints decided / already decided / refused / failed. Exit 0 when every verdict was recorded,
+1 when some key was already decided or refused, 3 when some could not be sent (run it again:
+decided keys then report "already decided").`,
+  stats: `Usage: sideeffect stats [--json]
+
+From the store: uncertain keys now and the oldest one's age, keys by state, uncertain episodes,
+and for resolved ones who decided (probe:<effect>, cli:<user>, a person), which verdict and
+how long it took from uncertain to verdict.`,
   purge: `Usage: sideeffect purge --older-than DURATION [--json]
 
 Deletes done keys (and their events) last changed more than DURATION ago, e.g. 30d, 12h, 90m.

@@ -9,11 +9,14 @@ export type SideEffectErrorCode =
   | 'NO_STORE'
   | 'OUTCOME_UNKNOWN'
   | 'NOT_UNCERTAIN'
+  | 'STALE_VERDICT'
   | 'UNKNOWN_OUTCOME'
   | 'KEY_CONFLICT'
   | 'CONTENDED'
   | 'STORE_UNAVAILABLE'
   | 'MIGRATION_CONFLICT'
+  | 'ACTIVITY_NAME_CLASH'
+  | 'SEARCH_ATTRIBUTES_MISSING'
   | 'NOT_TRANSACTIONAL';
 
 /** Base of every error this library throws on purpose. */
@@ -111,6 +114,29 @@ export class NotUncertainError extends SideEffectError {
   }
 }
 
+/**
+ * A resolution named another episode of the key than the one the store has: it was made about an
+ * earlier uncertain attempt (the key was since resolved, re-applied and became uncertain again),
+ * or about none that exists. Refused, because a verdict judges one attempt: accepted, a "not
+ * applied" from episode 1 would re-run an effect that episode 2 may already have applied.
+ */
+export class StaleVerdictError extends SideEffectError {
+  readonly code = 'STALE_VERDICT';
+  constructor(
+    readonly key: string,
+    /** The episode the verdict was about. */
+    readonly fence: number,
+    /** The key's episode now (the fence of its last grant). */
+    readonly currentFence: number,
+    /** The key's state now. */
+    readonly state: string,
+  ) {
+    super(
+      `verdict for "${key}" judges episode (fence) ${fence}, but the key is at fence ${currentFence} (${state}): not recorded`,
+    );
+  }
+}
+
 /** The store answered with a verdict this version does not know. Surfaced so nobody guesses a default. */
 export class UnknownOutcomeError extends SideEffectError {
   readonly code = 'UNKNOWN_OUTCOME';
@@ -191,5 +217,40 @@ export class NotTransactionalError extends SideEffectError {
   readonly code = 'NOT_TRANSACTIONAL';
   constructor(what = 'this store') {
     super(`${what} cannot run transactional effects: use PgStore`);
+  }
+}
+
+/**
+ * One of the host's activities has the name of a side-effect activity. Raised
+ * at worker start, because letting one silently replace the other would run
+ * the wrong code under a name the workflows rely on.
+ */
+export class ActivityNameClashError extends SideEffectError {
+  readonly code = 'ACTIVITY_NAME_CLASH';
+  constructor(readonly names: string[]) {
+    super(
+      `activity name(s) ${names.map((name) => `"${name}"`).join(', ')} registered both by your worker and by sideeffect: rename yours` +
+        (names.some((name) => !name.startsWith('sideeffect.'))
+          ? ' (the 0.1.0 names can be dropped with legacyActivityNames: false once no 0.1.0 run is open)'
+          : ''),
+    );
+  }
+}
+
+/**
+ * The namespace lacks the search attributes ReconcileWorkflow upserts, and the
+ * worker was told to require them. Raised at worker start instead of letting
+ * every ReconcileWorkflow fail its workflow task in a loop.
+ */
+export class SearchAttributesMissingError extends SideEffectError {
+  readonly code = 'SEARCH_ATTRIBUTES_MISSING';
+  constructor(
+    readonly namespace: string,
+    readonly missing: string[],
+    readonly command: string,
+  ) {
+    super(
+      `namespace "${namespace}" lacks the search attribute(s) ${missing.join(', ')}; register them with: ${command}`,
+    );
   }
 }

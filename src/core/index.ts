@@ -1,5 +1,6 @@
 export * from './errors.js';
 export { decodeJson, encodeJson, NotJsonError } from './json.js';
+export { maskConnectionString } from './mask.js';
 export * from './runner.js';
 export {
   type FencedSink,
@@ -10,4 +11,11 @@ export {
   type TransactionContext,
 } from './store.js';
 export * from './types.js';
-export { checkAction, checkResolution, checkTtl, defaultLimits, type Limits } from './validate.js';
+export {
+  checkAction,
+  checkLeaseTtl,
+  checkResolution,
+  checkTtl,
+  defaultLimits,
+  type Limits,
+} from './validate.js';

@@ -33,9 +33,15 @@ export interface Effect<Prepared> {
 
 /** Per-call options. */
 export interface ExecuteOptions {
-  /** Aborts the apply (for example when Temporal cancels the activity). */
+  /**
+   * Aborts the apply (for example when Temporal cancels the activity).
+   * @default none: only a lost lease aborts
+   */
   signal?: AbortSignal;
-  /** Called after each successful lease renewal during apply (for example to heartbeat). */
+  /**
+   * Called after each successful lease renewal during apply (for example to heartbeat).
+   * @default none
+   */
   onRenewed?: (lease: Lease) => void;
 }
 
@@ -61,6 +67,16 @@ export type Execution =
  * markUncertain -> release in one place. Each host writing it by hand is how
  * a step gets skipped: completing without the fence, retrying an apply whose
  * effect may have landed, or applying after the lease moved on.
+ *
+ * @example
+ * ```ts
+ * const runner = new Runner(new PgStore({ pool }), { ttlMs: 30_000 });
+ * const execution = await runner.execute(
+ *   { key: 'order-42/charge', resource: 'card-7', payload: encodeJson({ cents: 500 }) },
+ *   async ({ lease, signal }) => ({ payload: encodeJson(await charge(lease.fence, signal)) }),
+ * );
+ * if (execution.outcome === 'uncertain') page(execution.reason);
+ * ```
  */
 export class Runner {
   readonly #store: Store | undefined;

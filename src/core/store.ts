@@ -12,6 +12,7 @@ import type {
   ResolveOutcome,
   Result,
   SweepReport,
+  UncertainBacklog,
 } from './types.js';
 
 /** Which keys `Store.list` returns, and in what order. */
@@ -89,6 +90,12 @@ export interface Store {
    * `free`. Run it periodically so no key stays stuck when nobody retries it.
    */
   sweep(): Promise<SweepReport>;
+
+  /**
+   * How many keys wait for a verdict and how long the oldest has waited, in
+   * one cheap read. Nothing else tells anyone that a payment is stuck.
+   */
+  uncertainBacklog(): Promise<UncertainBacklog>;
 
   /** The key's current record, or undefined if the store never saw it. */
   inspect(key: Key): Promise<KeyRecord | undefined>;

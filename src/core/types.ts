@@ -67,6 +67,12 @@ export interface Resolution {
   reason: string;
   /** Who decided (a person, a probe); stored with the transition. */
   by?: string;
+  /**
+   * The episode judged: the fence of the uncertain attempt (`KeyRecord.fence` while uncertain).
+   * A verdict for another episode is refused with StaleVerdictError; without one it judges the
+   * current episode.
+   */
+  fence?: Fence;
 }
 
 /** Where a key stands. `uncertain` blocks the key until a resolution. */
@@ -106,6 +112,14 @@ export interface KeyEvent {
   reason: string;
   actor: string;
   at: number;
+}
+
+/** The keys waiting for a verdict, by the store's clock: what an operator is paged on. */
+export interface UncertainBacklog {
+  /** Uncertain keys now. */
+  count: number;
+  /** How long the oldest of them has been uncertain, 0 when none. */
+  oldestAgeMs: number;
 }
 
 /** What `Store.sweep` concluded: keys whose holder's lease ran out with nobody to finish them. */

@@ -6,10 +6,31 @@ import type { Action, Resolution, RetrySafety } from './types.js';
  * error before anything is written, the same way by every implementation.
  */
 export interface Limits {
+  /**
+   * Longest key, in UTF-8 bytes; a longer one is an InvalidActionError, not an index failure.
+   * @default 512
+   */
   maxKeyBytes: number;
+  /**
+   * Longest resource name, in UTF-8 bytes.
+   * @default 256
+   */
   maxResourceBytes: number;
+  /**
+   * Largest payload and largest result, in bytes: a row this size still moves in one round trip.
+   * @default 1048576 (1 MiB)
+   */
   maxPayloadBytes: number;
+  /**
+   * Longest reason of a verdict or an uncertain mark, in UTF-8 bytes.
+   * @default 4096
+   */
   maxReasonBytes: number;
+  /**
+   * The longest lease a store grants. A lease of days (or 2^53 ms) held by a worker that died
+   * blocks its resource for that long; a mistyped unit (seconds as ms * 1000) is caught here.
+   */
+  maxTtlMs: number;
 }
 
 export const defaultLimits: Limits = {
@@ -17,6 +38,7 @@ export const defaultLimits: Limits = {
   maxResourceBytes: 256,
   maxPayloadBytes: 1024 * 1024,
   maxReasonBytes: 4096,
+  maxTtlMs: 60 * 60 * 1000,
 };
 
 const retrySafeties: readonly RetrySafety[] = ['unknown', 'safe', 'unsafe'];
@@ -63,6 +85,18 @@ export function checkTtl(ttlMs: unknown): number {
   return ttlMs;
 }
 
+/** A lease TTL: a positive whole number of milliseconds, at most `limits.maxTtlMs`. */
+export function checkLeaseTtl(ttlMs: unknown, limits: Limits = defaultLimits): number {
+  const ttl = checkTtl(ttlMs);
+  if (ttl > limits.maxTtlMs) {
+    throw new InvalidActionError(
+      'ttlMs',
+      `is ${ttl} ms, the limit is ${limits.maxTtlMs} ms (limits.maxTtlMs)`,
+    );
+  }
+  return ttl;
+}
+
 /** Validates an action and returns it with defaults filled in. */
 export function checkAction(action: Action, limits: Limits = defaultLimits): Required<Action> {
   if (typeof action !== 'object' || action === null)
@@ -97,6 +131,15 @@ export function checkResolution(
     reason: checkReason(resolution.reason, limits),
   };
   if (resolution.by !== undefined) checked.by = checkText('by', resolution.by, limits.maxKeyBytes);
+  if (resolution.fence !== undefined) {
+    if (!Number.isSafeInteger(resolution.fence) || resolution.fence < 1) {
+      throw new InvalidActionError(
+        'fence',
+        `must be the fence of the uncertain attempt (a positive integer), got ${String(resolution.fence)}`,
+      );
+    }
+    checked.fence = resolution.fence;
+  }
   if (resolution.applied) {
     checked.result = {
       payload: checkBytes(

@@ -1,4 +1,9 @@
-import { FenceStaleError, KeyConflictError, NotUncertainError } from '../core/errors.js';
+import {
+  FenceStaleError,
+  KeyConflictError,
+  NotUncertainError,
+  StaleVerdictError,
+} from '../core/errors.js';
 import type { FencedSink, ListFilter, Store } from '../core/store.js';
 import type {
   Acquisition,
@@ -13,10 +18,12 @@ import type {
   ResolveOutcome,
   Result,
   SweepReport,
+  UncertainBacklog,
 } from '../core/types.js';
 import {
   checkAction,
   checkBytes,
+  checkLeaseTtl,
   checkReason,
   checkResolution,
   checkText,
@@ -38,8 +45,15 @@ interface ResourceRow {
 }
 
 export interface MemoryStoreOptions {
-  /** The store's clock in epoch milliseconds; inject one to test lease expiry without waiting. */
+  /**
+   * The store's clock in epoch milliseconds; inject one to test lease expiry without waiting.
+   * @default Date.now
+   */
   now?: () => number;
+  /**
+   * Size limits, the same as PgStore's, so a test with MemoryStore refuses what production would.
+   * @default defaultLimits
+   */
   limits?: Partial<Limits>;
 }
 
@@ -66,7 +80,7 @@ export class MemoryStore implements Store {
     options: { applying?: boolean } = {},
   ): Promise<Acquisition> {
     const a = checkAction(action, this.#limits);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const now = this.#now();
     const digest = payloadDigest(a.payload);
     const existing = this.#keys.get(a.key);
@@ -80,7 +94,8 @@ export class MemoryStore implements Store {
     const resource = this.#resource(a.resource);
     const holder = resource.holder;
     const live = holder !== undefined && holder.expiresAt > now;
-    if (existing?.state === 'applying' && !live && a.retrySafety !== 'safe') {
+    // A dead attempt is judged by the declaration it was granted with, not by this caller's.
+    if (existing?.state === 'applying' && !live && existing.retrySafety !== 'safe') {
       this.#transition(existing, 'uncertain', LEASE_LOST, 'acquire');
       resource.holder = undefined;
       return { outcome: 'uncertain', reason: LEASE_LOST };
@@ -115,7 +130,7 @@ export class MemoryStore implements Store {
     ttlMs: number,
     options: { applying?: boolean } = {},
   ): Promise<Lease> {
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const { row, resource } = this.#holding(action, lease);
     const expiresAt = this.#now() + ttlMs;
     resource.holder = { key: row.key, expiresAt };
@@ -157,6 +172,8 @@ export class MemoryStore implements Store {
     checkText('key', key, this.#limits.maxKeyBytes);
     const verdict = checkResolution(resolution, this.#limits);
     const row = this.#keys.get(key);
+    if (row && verdict.fence !== undefined && verdict.fence !== row.fence)
+      throw new StaleVerdictError(key, verdict.fence, row.fence, row.state);
     if (row?.state === 'done')
       return { outcome: 'replayed', applied: true, result: copy(row.result!) };
     if (row?.state !== 'uncertain') throw new NotUncertainError(key, row?.state ?? 'unknown');
@@ -200,6 +217,14 @@ export class MemoryStore implements Store {
 
   async events(key: Key): Promise<KeyEvent[]> {
     return this.#events.filter((event) => event.key === key).map((event) => ({ ...event }));
+  }
+
+  async uncertainBacklog(): Promise<UncertainBacklog> {
+    const since = [...this.#keys.values()]
+      .filter((row) => row.state === 'uncertain')
+      .map((row) => row.updatedAt);
+    if (since.length === 0) return { count: 0, oldestAgeMs: 0 };
+    return { count: since.length, oldestAgeMs: Math.max(0, this.#now() - Math.min(...since)) };
   }
 
   async purge(options: { olderThanMs: number }): Promise<number> {

@@ -1,55 +1,52 @@
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import {
   NativeConnection,
   Worker,
   type WorkerOptions,
   type WorkflowBundleOption,
 } from '@temporalio/worker';
-import {
-  createSideEffectActivities,
-  type SideEffectActivities,
-  type SideEffectActivitiesOptions,
-} from '../activities/index.js';
-import { Sweeper } from './sweeper.js';
+import type { SideEffectActivities } from '../activities/index.js';
+import { maskError } from '../core/mask.js';
+import { type ClusterOptions, clusterSettings } from './cluster.js';
+import { SideEffectPlugin, type SideEffectPluginOptions } from './plugin.js';
 
-/** The library's own workflows module (ReconcileWorkflow), as source under tsx or compiled in dist. */
-export const defaultWorkflowsPath: string = (() => {
-  const source = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
-  return existsSync(source)
-    ? source
-    : fileURLToPath(new URL('../workflows/index.js', import.meta.url));
-})();
+export { type ClusterOptions, type ClusterSettings, clusterSettings } from './cluster.js';
+export { defaultWorkflowsPath, SideEffectPlugin, type SideEffectPluginOptions } from './plugin.js';
+export {
+  missingSearchAttributes,
+  searchAttributeCreateCommand,
+  searchAttributeNames,
+} from './search-attributes.js';
 
-/** `createWorker`'s options: the activities' options plus how to reach Temporal and which workflows to bundle. */
-export interface CreateWorkerOptions extends Omit<SideEffectActivitiesOptions, 'client'> {
-  /** A connected NativeConnection for the worker; otherwise one to `address` is opened (and closed when `run()` ends). */
+/** `createWorker`'s options: the plugin's options plus how to reach Temporal and which workflows to bundle. */
+export interface CreateWorkerOptions extends SideEffectPluginOptions, Omit<ClusterOptions, 'env'> {
+  taskQueue: string;
+  /**
+   * A connected NativeConnection for the worker (its namespace is still `namespace`).
+   * @default one opened from Temporal's client configuration ({@link clusterSettings}), closed when `run()` ends
+   */
   connection?: NativeConnection;
-  /** Where Temporal's frontend is when no connection/client is given. Default `localhost:7233`. */
-  address?: string;
-  /** Default `default`. */
-  namespace?: string;
-  /** Starts ReconcileWorkflows; otherwise one on its own Connection to `address` (closed when `run()` ends). */
-  client?: Client;
   /**
    * Your workflows module. It must re-export the library's workflows, because a
    * task queue runs one bundle:
    * `export { ReconcileWorkflow } from 'sideeffect/workflows';`.
-   * Default: the library's own module (ReconcileWorkflow only).
+   * @default the library's own module (ReconcileWorkflow only)
    */
   workflowsPath?: string;
-  /** A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule. */
+  /**
+   * A prebuilt bundle (`bundleWorkflowCode`) instead of `workflowsPath`; same re-export rule.
+   * @default none: `workflowsPath` is bundled at start
+   */
   workflowBundle?: WorkflowBundleOption;
-  /** Your own activities, registered beside the side-effect activities. */
+  /**
+   * Your own activities, registered beside the side-effect activities (a name clash fails at start).
+   * @default none
+   */
   activities?: object;
   /**
-   * Every this many ms: `store.sweep()` and a ReconcileWorkflow for every
-   * uncertain key without one (a worker died mid-apply and nobody retried).
-   * Default 60 000; 0 turns it off (run `sweepAndReconcile` elsewhere then).
+   * Any other Worker option (concurrency, interceptors, identity, your own plugins...).
+   * @default the SDK's defaults
    */
-  sweepEveryMs?: number;
-  /** Any other Worker option (concurrency, interceptors, identity...). */
   workerOptions?: Omit<
     WorkerOptions,
     'connection' | 'namespace' | 'taskQueue' | 'activities' | 'workflowsPath' | 'workflowBundle'
@@ -61,77 +58,84 @@ export interface SideEffectWorker {
   worker: Worker;
   client: Client;
   activities: SideEffectActivities;
-  /** Runs the worker and the sweeper until `shutdown()` (or a fatal worker error); then closes the connections it opened. */
+  /** Runs the worker and the sweeper until `shutdown()` (or a fatal worker error); then closes the connection it opened. */
   run(): Promise<void>;
   /** Starts a graceful shutdown; `run()` resolves when it is done. */
   shutdown(): void;
 }
 
 /**
- * One call from effects to a running worker: registers the guarded effect
- * activities, the reconcile activities and the workflows on a task queue, and
- * runs the sweeper beside it, so no piece of the at-most-once chain is left
- * for the host to forget.
+ * One call from effects to a running worker, for apps that have no Worker of
+ * their own: a Worker with {@link SideEffectPlugin} on a connection read from
+ * Temporal's standard client configuration, so no piece of the at-most-once
+ * chain (activities, workflows, sweeper, search-attribute check) is left for
+ * the host to forget. Apps with their own Worker add {@link SideEffectPlugin} instead.
+ *
+ * @example
+ * ```ts
+ * await migrate(pool, { schema: 'sideeffect' });
+ * const { run } = await createWorker({
+ *   taskQueue: 'payments',
+ *   store: new PgStore({ pool, schema: 'sideeffect' }),
+ *   effects, // { charge: defineEffect({ resource, apply, probe }) }
+ *   ttlMs: 30_000,
+ *   workflowsPath: fileURLToPath(new URL('./workflows.js', import.meta.url)),
+ * });
+ * await run();
+ * ```
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<SideEffectWorker> {
   const {
-    connection,
-    address = 'localhost:7233',
-    namespace = 'default',
+    connection: given,
+    address,
+    namespace: namespaceOption,
+    profile,
+    configFile,
     taskQueue,
     workflowsPath,
     workflowBundle,
-    activities: own,
-    sweepEveryMs = 60_000,
+    activities,
     workerOptions,
-    client: givenClient,
-    ...activityOptions
+    ...pluginOptions
   } = options;
-  const opened: Array<{ close(): Promise<void> }> = [];
+  const settings = clusterSettings({
+    ...(address === undefined ? {} : { address }),
+    ...(namespaceOption === undefined ? {} : { namespace: namespaceOption }),
+    ...(profile === undefined ? {} : { profile }),
+    ...(configFile === undefined ? {} : { configFile }),
+  });
+  let connection = given;
+  const close = async () => {
+    if (!given) await connection?.close().catch(() => {});
+  };
   try {
-    let client = givenClient;
-    if (!client) {
-      const clientConnection = await Connection.connect({ address });
-      opened.push(clientConnection);
-      client = new Client({ connection: clientConnection, namespace });
-    }
-    let nativeConnection = connection;
-    if (!nativeConnection) {
-      nativeConnection = await NativeConnection.connect({ address });
-      opened.push(nativeConnection);
-    }
-    const activities = createSideEffectActivities({ ...activityOptions, client, taskQueue });
+    connection ??= await NativeConnection.connect(settings.connectionOptions);
+    const plugin = new SideEffectPlugin(pluginOptions);
     const worker = await Worker.create({
       ...workerOptions,
-      connection: nativeConnection,
-      namespace,
+      plugins: [...(workerOptions?.plugins ?? []), plugin],
+      connection,
+      namespace: settings.namespace,
       taskQueue,
-      activities: { ...own, ...activities },
-      ...(workflowBundle
-        ? { workflowBundle }
-        : { workflowsPath: workflowsPath ?? defaultWorkflowsPath }),
+      ...(activities ? { activities } : {}),
+      ...(workflowBundle ? { workflowBundle } : workflowsPath ? { workflowsPath } : {}),
     });
     return {
       worker,
-      client,
-      activities,
+      client: plugin.client,
+      activities: plugin.activities,
       shutdown: () => worker.shutdown(),
       run: async () => {
-        const sweeper = sweepEveryMs > 0 ? new Sweeper(activities, sweepEveryMs) : undefined;
         try {
           await worker.run();
         } finally {
-          await sweeper?.stop();
-          await closeAll(opened);
+          await close();
         }
       },
     };
   } catch (error) {
-    await closeAll(opened);
-    throw error;
+    await close();
+    // The SDK echoes the address it was given, credentials included: keep them out of logs.
+    throw maskError(error);
   }
-}
-
-async function closeAll(opened: Array<{ close(): Promise<void> }>): Promise<void> {
-  await Promise.all(opened.map((connection) => connection.close().catch(() => {})));
 }

@@ -5,11 +5,17 @@
  *   export { ReconcileWorkflow } from 'sideeffect/workflows';
  */
 export { SideEffectFailureType } from './failures.js';
+export * from './metrics.js';
 export {
+  CLI_UPDATE_ID_PREFIX,
   type EffectRequest,
   type EffectResponse,
   type EnsureReconcileRequest,
   type EnsureReconcileResponse,
+  legacyActivityNames,
+  legacyProbeActivityName,
+  libraryActivityNames,
+  namespacedActivitiesPatch,
   type ProbeAnswer,
   probeActivityName,
   type Reconciled,
@@ -28,6 +34,8 @@ export {
   subscribeSignal,
   type UncertainDetails,
   type Verdict,
+  verdictJson,
+  waitingQuery,
 } from './protocol.js';
 export { ReconcileWorkflow, resolveInputError } from './reconcile.js';
 export {

@@ -55,12 +55,21 @@ export interface EnsureReconcileResponse {
 /** A person's (or program's) verdict, exactly as the Temporal UI's signal form or `temporal workflow signal --input` sends it. */
 export interface ResolveInput {
   applied: boolean;
-  /** The result to record when `applied` (what the effect would have returned); ignored otherwise. */
+  /**
+   * The result to record when `applied` (what the effect would have returned); ignored otherwise.
+   * @default null
+   */
   result?: unknown;
   /** Mandatory: why it was judged so. Stored with the transition. */
   reason: string;
   /** Who decided. */
   by?: string;
+  /**
+   * The episode judged: the fence of the uncertain attempt (`sideeffect show`, the `status`
+   * query). The store refuses a verdict for another episode; the ReconcileWorkflow fills in its
+   * own when this is missing.
+   */
+  fence?: number;
 }
 
 /** Input of `ReconcileWorkflow`. Normally built by the `ensureReconcile` and `sweepAndReconcile` activities. */
@@ -71,10 +80,23 @@ export interface ReconcileInput extends UncertainDetails {
   input?: unknown;
   /** The effect has a `probe:<effect>` activity registered. */
   probe?: boolean;
-  /** How often to log a reminder while nobody decided. Default one hour. */
+  /**
+   * How often to log a reminder while nobody decided.
+   * @default 3_600_000 (1 hour)
+   */
   remindEveryMs?: number;
-  /** Upsert SideEffectState as the workflow moves on. Default true; false where those search attributes are not registered. */
+  /**
+   * Upsert SideEffectState as the workflow moves on; false where those search attributes are not
+   * registered.
+   * @default true
+   */
   searchAttributes?: boolean;
+  /**
+   * The episode this reconcile judges: the fence of the uncertain attempt, from the store's key
+   * record. Attached to every verdict that names none, so a verdict meant for this run cannot
+   * decide a later episode of the key. Absent in runs started before 0.2.0.
+   */
+  fence?: number;
 }
 
 /** How a reconcile ended; the ReconcileWorkflow's result and the Update's answer. */
@@ -100,6 +122,8 @@ export interface ReconcileStatus {
   reason: string;
   effect?: string;
   state: 'checking' | 'probing' | 'waiting' | 'resolving' | 'resolved';
+  /** The episode judged (see {@link ReconcileInput.fence}). */
+  fence?: number;
   waitingSince: string;
   rejected: RejectedResolve[];
   subscribers: string[];
@@ -133,8 +157,67 @@ export const subscribeSignal = defineSignal<[Subscription]>('subscribe');
 /** The verdict, sent to every subscribed workflow; `sideEffect()` waits for it. */
 export const reconciledSignal = defineSignal<[Reconciled]>('reconciled');
 
+/**
+ * Activity types of the library's own activities, prefixed so they cannot
+ * collide with the host's activities on a shared Worker.
+ */
+export const libraryActivityNames = {
+  ensureReconcile: 'sideeffect.ensureReconcile',
+  inspectKey: 'sideeffect.inspectKey',
+  resolveKey: 'sideeffect.resolveKey',
+  sweepAndReconcile: 'sideeffect.sweepAndReconcile',
+} as const;
+
+/**
+ * The 0.1.0 activity types. Workflows started by 0.1.0 keep scheduling them
+ * (their histories say so), so workers register them as aliases until those
+ * runs are gone.
+ */
+export const legacyActivityNames = {
+  ensureReconcile: 'ensureReconcile',
+  inspectKey: 'inspectKey',
+  resolveKey: 'resolveKey',
+} as const;
+
+/**
+ * A `resolve` input laid out as the Temporal UI's signal form lays it out
+ * (two-space indent, one field a line). The form reformats single-line JSON on
+ * the first Submit click; the dialog grows and that click is lost. Pasting
+ * this shape leaves nothing to reformat, so one click sends.
+ */
+export const verdictJson = (input: ResolveInput): string => JSON.stringify(input, null, 2);
+
+/**
+ * The visibility query for ReconcileWorkflows waiting for a person, on one
+ * resource or on all: what `temporal workflow signal --query` batches over and
+ * what a saved view in the UI lists. `ExecutionStatus="Running"` keeps out a
+ * run terminated while waiting (its SideEffectState stays `waiting`), which a
+ * batch signal would count as a failure.
+ */
+export function waitingQuery(resource?: string): string {
+  const waiting = `WorkflowType="ReconcileWorkflow" AND ExecutionStatus="Running" AND ${searchAttributeKeys.state.name}="waiting"`;
+  if (resource === undefined) return waiting;
+  return `${waiting} AND ${searchAttributeKeys.resource.name}=${JSON.stringify(resource)}`;
+}
+
+/**
+ * Update ids `sideeffect resolve` sends with, so the ReconcileWorkflow can
+ * count CLI verdicts apart from other programmatic ones (its metrics only;
+ * the resolution still says `decidedBy: 'update'`).
+ */
+export const CLI_UPDATE_ID_PREFIX = 'sideeffect-cli/';
+
 /** Activity type of an effect's probe. */
-export const probeActivityName = (effect: string): string => `probe:${effect}`;
+export const probeActivityName = (effect: string): string => `sideeffect.probe.${effect}`;
+
+/** The 0.1.0 activity type of an effect's probe, registered as an alias like {@link legacyActivityNames}. */
+export const legacyProbeActivityName = (effect: string): string => `probe:${effect}`;
+
+/**
+ * Patch id that moved the workflows from the 0.1.0 activity types to the
+ * prefixed ones: a run that started without it keeps the old types on replay.
+ */
+export const namespacedActivitiesPatch = 'sideeffect.namespaced-activities';
 
 /**
  * The search attributes a ReconcileWorkflow keeps (all Keyword; register them

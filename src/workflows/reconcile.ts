@@ -3,8 +3,11 @@ import {
   ApplicationFailure,
   allHandlersFinished,
   condition,
+  currentUpdateInfo,
   getExternalWorkflowHandle,
   log,
+  metricMeter,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -14,6 +17,17 @@ import {
 } from '@temporalio/workflow';
 import { SideEffectFailureType } from './failures.js';
 import {
+  type DecidedByLabel,
+  RECONCILES_OPENED_METRIC,
+  RECONCILES_RESOLVED_METRIC,
+  TIME_TO_RESOLUTION_METRIC,
+} from './metrics.js';
+import {
+  CLI_UPDATE_ID_PREFIX,
+  legacyActivityNames,
+  legacyProbeActivityName,
+  libraryActivityNames,
+  namespacedActivitiesPatch,
   type ProbeAnswer,
   probeActivityName,
   type ReconcileInput,
@@ -28,6 +42,8 @@ import {
   statusQuery,
   subscribeSignal,
   type Verdict,
+  verdictJson,
+  waitingQuery,
 } from './protocol.js';
 
 const HOUR = 60 * 60 * 1000;
@@ -35,12 +51,26 @@ const HOUR = 60 * 60 * 1000;
 const MAX_REJECTED = 20;
 const MAX_REASON_BYTES = 4096;
 const MAX_BY_BYTES = 512;
-const RESOLVE_FIELDS = new Set(['applied', 'result', 'reason', 'by']);
+const RESOLVE_FIELDS = new Set(['applied', 'result', 'reason', 'by', 'fence']);
 
-const store = proxyActivities<{
-  inspectKey(key: string): Promise<Verdict | null>;
-  resolveKey(key: string, resolution: ResolveInput): Promise<Verdict & { decided: boolean }>;
-}>({ startToCloseTimeout: '1 minute' });
+type InspectKey = (key: string) => Promise<Verdict | null>;
+type ResolveKey = (
+  key: string,
+  resolution: ResolveInput,
+) => Promise<Verdict & { decided: boolean }>;
+const storeActivities = proxyActivities<Record<string, InspectKey | ResolveKey>>({
+  startToCloseTimeout: '1 minute',
+});
+
+/** The store activities and the probe's type under the names this run started with (0.1.0 runs keep theirs). */
+function activityNames(namespaced: boolean) {
+  const names = namespaced ? libraryActivityNames : legacyActivityNames;
+  return {
+    inspectKey: storeActivities[names.inspectKey] as InspectKey,
+    resolveKey: storeActivities[names.resolveKey] as ResolveKey,
+    probe: namespaced ? probeActivityName : legacyProbeActivityName,
+  };
+}
 
 /** Retries a flaky downstream a few times, then leaves the decision to a person rather than looping forever. */
 const probeOptions = {
@@ -55,8 +85,13 @@ export function resolveInputError(input: unknown): string | undefined {
   const fields = input as Record<string, unknown>;
   const unknown = Object.keys(fields).filter((field) => !RESOLVE_FIELDS.has(field));
   if (unknown.length > 0)
-    return `unknown field(s) ${unknown.join(', ')}: only applied, result, reason, by are read`;
+    return `unknown field(s) ${unknown.join(', ')}: only applied, result, reason, by, fence are read`;
   if (typeof fields.applied !== 'boolean') return '"applied" must be true or false';
+  if (
+    fields.fence !== undefined &&
+    !(Number.isSafeInteger(fields.fence) && (fields.fence as number) >= 1)
+  )
+    return '"fence" must be the fence of the uncertain attempt (a positive integer)';
   const reason = textError('reason', fields.reason, MAX_REASON_BYTES);
   if (reason) return reason;
   if (fields.by !== undefined) return textError('by', fields.by, MAX_BY_BYTES);
@@ -81,11 +116,19 @@ function utf8Length(text: string): number {
   return bytes;
 }
 
+/** What the UI's signal list and Update list say about `resolve`. */
+const RESOLVE_SIGNAL_DESCRIPTION =
+  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "..."} or {"applied": false, "reason": "...", "by": "..."}. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
+const RESOLVE_UPDATE_DESCRIPTION =
+  'Decide this uncertain key and wait for the final resolution; refused synchronously when malformed. Same input as the resolve signal.';
+
 interface Offer {
   resolution: ResolveInput;
   via: 'probe' | 'signal' | 'update';
-  /** Set when the store refused it; an Update waiting on it then fails instead of hanging. */
-  refused?: string;
+  /** Who decided, for the metrics: an Update sent by `sideeffect resolve` counts as `cli`. */
+  channel: DecidedByLabel;
+  /** Set when the store refused it; an Update waiting on it then fails with it instead of hanging. */
+  refused?: ApplicationFailure;
 }
 
 /**
@@ -100,6 +143,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   const { key, resource, reason, effect } = input;
   const remindEveryMs = input.remindEveryMs ?? HOUR;
   const indexed = input.searchAttributes !== false;
+  const store = activityNames(patched(namespacedActivitiesPatch));
   const waitingSince = new Date().toISOString();
   const subscribers = new Set<string>();
   const rejected: RejectedResolve[] = [];
@@ -108,6 +152,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   let probed = false;
   let offer: Offer | undefined;
   let resolution: ReconcileResolution | undefined;
+  let decidedBy: DecidedByLabel = 'store';
 
   const refuse = (raw: unknown, error: string): void => {
     rejected.push({ at: new Date().toISOString(), input: raw, error });
@@ -121,27 +166,38 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     if (!probeFor && subscription.probe && subscription.effect)
       probeFor = { effect: subscription.effect, input: subscription.input };
   });
-  setHandler(resolveSignal, (raw: unknown) => {
-    const error = resolveInputError(raw);
-    if (error) refuse(raw, error);
-    else if (offer)
-      refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
-    else offer = { resolution: raw as ResolveInput, via: 'signal' };
-  });
+  setHandler(
+    resolveSignal,
+    (raw: unknown) => {
+      const error = resolveInputError(raw);
+      if (error) refuse(raw, error);
+      else if (offer)
+        refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
+      else offer = { resolution: raw as ResolveInput, via: 'signal', channel: 'signal' };
+    },
+    { description: RESOLVE_SIGNAL_DESCRIPTION },
+  );
   setHandler(
     resolveUpdate,
     async (resolutionInput) => {
-      const mine: Offer = { resolution: resolutionInput, via: 'update' };
+      const cli = currentUpdateInfo()?.id.startsWith(CLI_UPDATE_ID_PREFIX) === true;
+      const mine: Offer = {
+        resolution: resolutionInput,
+        via: 'update',
+        channel: cli ? 'cli' : 'update',
+      };
       offer ??= mine;
       await condition(() => resolution !== undefined || mine.refused !== undefined);
       if (resolution) return resolution;
       throw ApplicationFailure.create({
-        type: SideEffectFailureType.InvalidAction,
-        message: mine.refused!,
+        type: mine.refused!.type ?? SideEffectFailureType.InvalidAction,
+        message: mine.refused!.message,
+        details: mine.refused!.details ? [...mine.refused!.details] : undefined,
         nonRetryable: true,
       });
     },
     {
+      description: RESOLVE_UPDATE_DESCRIPTION,
       validator: (resolutionInput) => {
         const error = resolveInputError(resolutionInput);
         if (error) throw new TypeError(error);
@@ -159,6 +215,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       subscribers: [...subscribers],
     };
     if (effect) status.effect = effect;
+    if (input.fence !== undefined) status.fence = input.fence;
     if (resolution) status.resolution = resolution;
     return status;
   });
@@ -171,12 +228,16 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       { key: searchAttributeKeys.state, value: 'waiting' },
     ]);
   }
-  setCurrentDetails(
-    `**Outcome uncertain** for key \`${key}\` on \`${resource}\`: ${reason}.\n\n` +
-      'Check the downstream, then send the signal `resolve` with ' +
-      '`{"applied": true, "result": <what it returned>, "reason": "...", "by": "..."}` ' +
-      'or `{"applied": false, "reason": "...", "by": "..."}`. The `status` query shows refused signals.',
-  );
+  setCurrentDetails(waitingDetails(key, resource, reason, input.fence));
+  // Once per key episode, not again after a continue-as-new.
+  if (workflowInfo().continuedFromExecutionRunId === undefined)
+    metricMeter
+      .createCounter(
+        RECONCILES_OPENED_METRIC,
+        'reconciles',
+        'uncertain keys a reconcile opened for',
+      )
+      .add(1, { effect: effect ?? 'unknown' });
 
   const settled = await store.inspectKey(key);
   if (settled) {
@@ -186,15 +247,16 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     if (!offer && probeFor && !probed) {
       probed = true;
       state = 'probing';
-      const answer = await probe(key, resource, probeFor.effect, probeFor.input);
+      const answer = await probe(store.probe(probeFor.effect), key, resource, probeFor.input);
       if (answer) {
         offer ??= {
           resolution: {
             ...answer,
             reason: `probe:${probeFor.effect} found it ${answer.applied ? 'applied' : 'not applied'}`,
-            by: probeActivityName(probeFor.effect),
+            by: `probe:${probeFor.effect}`,
           },
           via: 'probe',
+          channel: 'probe',
         };
       }
       continue;
@@ -203,15 +265,22 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       state = 'resolving';
       const current = offer;
       try {
-        const { decided, ...verdict } = await store.resolveKey(key, current.resolution);
+        const { decided, ...verdict } = await store.resolveKey(
+          key,
+          // A verdict judges this run's episode unless it names one itself.
+          current.resolution.fence === undefined && input.fence !== undefined
+            ? { ...current.resolution, fence: input.fence }
+            : current.resolution,
+        );
         resolution = decided
           ? { key, ...verdict, ...describe(current) }
           : { key, ...verdict, reason: 'already decided in the store', decidedBy: 'store' };
+        if (decided) decidedBy = current.channel;
       } catch (error) {
         const refused = refusal(error);
         if (refused === undefined) throw error;
         current.refused = refused;
-        refuse(current.resolution, refused);
+        refuse(current.resolution, refused.message);
         offer = undefined;
       }
       continue;
@@ -237,9 +306,54 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   setCurrentDetails(
     `Resolved: ${resolution.applied ? 'applied' : 'not applied'} (${resolution.reason}).`,
   );
+  recordResolution(decidedBy, resolution.applied, waitingSince);
   await notifySubscribers(key, resolution, subscribers);
   await condition(allHandlersFinished);
   return resolution;
+}
+
+/**
+ * The workflow's details in the UI: what to check and the verdicts to paste,
+ * laid out as the signal form lays them out, so the first Submit sends.
+ */
+function waitingDetails(key: string, resource: string, reason: string, fence?: number): string {
+  const episode = fence === undefined ? {} : { fence };
+  const applied = verdictJson({
+    applied: true,
+    result: null,
+    reason: 'found in the downstream',
+    by: 'your name',
+    ...episode,
+  });
+  const notApplied = verdictJson({
+    applied: false,
+    reason: 'not in the downstream',
+    by: 'your name',
+    ...episode,
+  });
+  return [
+    `**Outcome uncertain** for key \`${key}\` on \`${resource}\`: ${reason}.`,
+    'Check the downstream, then More Actions > Send a Signal, name `resolve`, with either (replace `null` by what the effect returned):',
+    `\`\`\`json\n${applied}\n\`\`\``,
+    'or, if it never took effect:',
+    `\`\`\`json\n${notApplied}\n\`\`\``,
+    `The \`status\` query shows refused signals. Every key waiting on this resource: \`${waitingQuery(resource)}\``,
+  ].join('\n\n');
+}
+
+/** Metrics only (no commands): safe to emit on any code path, dropped by the SDK during replay. */
+function recordResolution(decidedBy: DecidedByLabel, applied: boolean, since: string): void {
+  metricMeter
+    .createCounter(RECONCILES_RESOLVED_METRIC, 'reconciles', 'reconciles closed, by who decided')
+    .add(1, { decided_by: decidedBy, verdict: applied ? 'applied' : 'not_applied' });
+  metricMeter
+    .createHistogram(
+      TIME_TO_RESOLUTION_METRIC,
+      'float',
+      's',
+      'from the reconcile start to its verdict',
+    )
+    .record((Date.now() - Date.parse(since)) / 1000, { decided_by: decidedBy });
 }
 
 /** Who got there first, for the one who did not. */
@@ -253,19 +367,23 @@ function describe(offer: Offer): Pick<ReconcileResolution, 'reason' | 'by' | 'de
   return by === undefined ? { reason, decidedBy: offer.via } : { reason, by, decidedBy: offer.via };
 }
 
-/** The store's refusal of a resolution (non-retryable invalid action), or undefined for any other failure. */
-function refusal(error: unknown): string | undefined {
+const REFUSALS = new Set<string>([
+  SideEffectFailureType.InvalidAction,
+  SideEffectFailureType.StaleVerdict,
+]);
+
+/** The store's refusal of a resolution (invalid, or for another episode), or undefined for any other failure. */
+function refusal(error: unknown): ApplicationFailure | undefined {
   if (!(error instanceof ActivityFailure)) return undefined;
   const cause = error.cause;
-  if (cause instanceof ApplicationFailure && cause.type === SideEffectFailureType.InvalidAction)
-    return cause.message;
+  if (cause instanceof ApplicationFailure && cause.type && REFUSALS.has(cause.type)) return cause;
   return undefined;
 }
 
 async function probe(
+  activityType: string,
   key: string,
   resource: string,
-  effect: string,
   input: unknown,
 ): Promise<ProbeAnswer | null> {
   const run =
@@ -274,13 +392,13 @@ async function probe(
         string,
         (request: { key: string; resource: string; input: unknown }) => Promise<ProbeAnswer | null>
       >
-    >(probeOptions)[probeActivityName(effect)]!;
+    >(probeOptions)[activityType]!;
   try {
     return await run({ key, resource, input });
   } catch (error) {
     log.warn('probe failed; waiting for a person instead', {
       key,
-      effect,
+      activityType,
       error: error instanceof Error ? error.message : String(error),
     });
     return null;

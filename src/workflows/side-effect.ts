@@ -2,6 +2,7 @@ import {
   type ActivityOptions,
   ApplicationFailure,
   condition,
+  patched,
   proxyActivities,
   setHandler,
   type sleep,
@@ -13,6 +14,9 @@ import {
   type EffectResponse,
   type EnsureReconcileRequest,
   type EnsureReconcileResponse,
+  legacyActivityNames,
+  libraryActivityNames,
+  namespacedActivitiesPatch,
   type Reconciled,
   reconciledSignal,
   type UncertainDetails,
@@ -26,24 +30,31 @@ type Duration = Parameters<typeof sleep>[0];
 export interface SideEffectOptions extends ActivityOptions {
   /**
    * Names this call inside the workflow; the key is `<workflowId>/<step>`.
-   * Default: the effect's name. Two calls with the same step are ONE action:
+   * Two calls with the same step are ONE action:
    * the second replays the first (with another input it fails with
    * `SideEffectKeyConflict`). Give each distinct action its own step.
    * The workflow id survives resets and continue-as-new, so does the key: a
    * new run calling the same step replays the old run's result.
+   * @default the effect's name
    */
   step?: string;
-  /** Replaces `<workflowId>/<step>` as the idempotency key, e.g. `charge/<orderId>` to deduplicate across workflows. */
+  /**
+   * Replaces `<workflowId>/<step>` as the idempotency key, e.g. `charge/<orderId>` to
+   * deduplicate across workflows.
+   * @default `<workflowId>/<step>`
+   */
   key?: string;
   /**
-   * `wait` (default): block until a ReconcileWorkflow decides, then return the
+   * `wait`: block until a ReconcileWorkflow decides, then return the
    * recorded result or run the effect again. `throw`: fail at once with a
    * non-retryable `SideEffectOutcomeUncertain` (the key stays blocked).
+   * @default 'wait'
    */
   onUncertain?: 'wait' | 'throw';
   /**
    * While waiting, how often to re-ask the store and re-subscribe, in case the
-   * ReconcileWorkflow was terminated or its signal never arrived. Default 1 hour.
+   * ReconcileWorkflow was terminated or its signal never arrived.
+   * @default '1 hour'
    */
   recheckEvery?: Duration;
 }
@@ -77,9 +88,9 @@ const defaultEffectOptions: ActivityOptions = {
   heartbeatTimeout: '1 minute',
 };
 
-const reconcileActivities = proxyActivities<{
-  ensureReconcile(request: EnsureReconcileRequest): Promise<EnsureReconcileResponse>;
-}>({ startToCloseTimeout: '1 minute' });
+const reconcileActivities = proxyActivities<
+  Record<string, (request: EnsureReconcileRequest) => Promise<EnsureReconcileResponse>>
+>({ startToCloseTimeout: '1 minute' });
 
 /** Verdicts delivered by `reconciled` signals, by key: several waiting calls in one workflow never take each other's. */
 const verdicts = new Map<string, Verdict>();
@@ -99,7 +110,12 @@ function listen(): void {
  * is applied once and later calls get the recorded result. When the outcome is
  * uncertain, it waits for the key's ReconcileWorkflow (probe or person) instead
  * of guessing: applied -> the recorded result, never re-applied; not applied ->
- * the effect runs again.
+ * the effect runs again. {@link proxySideEffects} is the typed form.
+ *
+ * @example
+ * ```ts
+ * const receipt = await sideEffect<Receipt>('charge', { card, cents }, { step: 'charge-deposit' });
+ * ```
  */
 export async function sideEffect<R = unknown, I = unknown>(
   effect: string,
@@ -148,9 +164,20 @@ export async function runSideEffect<R = unknown, I = unknown>(
 }
 
 /**
- * A typed facade over {@link sideEffect}, like `proxyActivities`:
- * `const { charge } = proxySideEffects<typeof effects>({ heartbeatTimeout: '30s' })`
- * with `import type` of the host's effects.
+ * The typed way to call effects from a workflow, like `proxyActivities`: each property runs the
+ * effect of that name through {@link sideEffect}, with input and result types taken from its
+ * definition through a type-only import, so nothing of the worker side enters the bundle.
+ *
+ * @example
+ * ```ts
+ * import { proxySideEffects } from 'sideeffect/workflows';
+ * import type { effects } from './effects.js';
+ *
+ * const { charge } = proxySideEffects<typeof effects>({ heartbeatTimeout: '30s' });
+ * export async function order(input: { card: string; cents: number }) {
+ *   return (await charge(input)).chargeId; // key <workflowId>/charge
+ * }
+ * ```
  */
 export function proxySideEffects<E>(defaults: SideEffectOptions = {}): SideEffectsFor<E> {
   return new Proxy({} as SideEffectsFor<E>, {
@@ -179,8 +206,14 @@ async function awaitVerdict(
   listen();
   // A verdict left by an earlier round (say the store answered first) must not decide this one.
   verdicts.delete(request.key);
+  const ensureReconcile =
+    reconcileActivities[
+      patched(namespacedActivitiesPatch)
+        ? libraryActivityNames.ensureReconcile
+        : legacyActivityNames.ensureReconcile
+    ]!;
   for (;;) {
-    const { verdict } = await reconcileActivities.ensureReconcile(request);
+    const { verdict } = await ensureReconcile(request);
     if (verdict) return verdict;
     if (await condition(() => verdicts.has(request.key), recheckEvery)) {
       const delivered = verdicts.get(request.key)!;

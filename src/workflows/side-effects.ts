@@ -1,11 +1,20 @@
 import { fanInLimit } from '../syncx/index.js';
 import { runSideEffect, type SideEffectOptions, type SideEffectOutcome } from './side-effect.js';
 
-/** One call of a fan-out: which effect, its input, and its step (default `<effect>/<index>`). */
+/** One call of a fan-out: which effect, its input, and its step. */
 export interface SideEffectCall<I = unknown> {
+  /** The effect's name, as registered on the worker. */
   effect: string;
   input: I;
+  /**
+   * Names this call; the key is `<workflowId>/<step>`.
+   * @default `<effect>/<index>`, stable as long as the list is
+   */
   step?: string;
+  /**
+   * Options of this call only, over the fan-out's shared ones.
+   * @default the shared options
+   */
   options?: SideEffectOptions;
 }
 

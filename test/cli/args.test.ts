@@ -4,7 +4,7 @@ import { UsageError } from '../../src/cli/usage.js';
 
 describe('sideeffect command line', () => {
   it('parses each command', () => {
-    expect(parseCommand(['migrate'])).toEqual({ name: 'migrate', json: false });
+    expect(parseCommand(['migrate'])).toEqual({ name: 'migrate', json: false, printSql: false });
     expect(parseCommand(['list', '--state', 'uncertain', '--limit', '5', '--json'])).toEqual({
       name: 'list',
       json: true,

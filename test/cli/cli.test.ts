@@ -140,6 +140,53 @@ describe('sideeffect CLI against Postgres', () => {
     expect((await store.inspect(free.key))?.state).toBe('free');
   });
 
+  it('resolve --fence of an earlier episode is refused (exit 1) and the key stays uncertain', async () => {
+    const action = await uncertainKey();
+    const episode = (await store.inspect(action.key))!.fence;
+    expect(
+      (
+        await cli([
+          'resolve',
+          action.key,
+          '--not-applied',
+          '--reason',
+          'B checked',
+          '--fence',
+          String(episode),
+        ])
+      ).code,
+    ).toBe(0);
+    // Re-applied, its response lost again: episode 2.
+    const again = await runner.execute(action, async () => {
+      throw new Error('gateway timeout again');
+    });
+    expect(again.outcome).toBe('uncertain');
+    const late = await cli([
+      'resolve',
+      action.key,
+      '--not-applied',
+      '--reason',
+      'A checked episode 1',
+      '--fence',
+      String(episode),
+      '--json',
+    ]);
+    expect(late.code).toBe(1);
+    expect(late.stderr).toMatch(/judges episode \(fence\) 1, but the key is at fence 2/);
+    expect(JSON.parse(late.stdout).error.code).toBe('STALE_VERDICT');
+    expect((await store.inspect(action.key))?.state).toBe('uncertain');
+    const bad = await cli([
+      'resolve',
+      action.key,
+      '--not-applied',
+      '--reason',
+      'x',
+      '--fence',
+      '0',
+    ]);
+    expect(bad.code).toBe(2);
+  });
+
   it('show of an unknown key exits 1', async () => {
     const missing = await cli(['show', 'nope']);
     expect(missing.code).toBe(1);

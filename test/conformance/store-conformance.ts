@@ -6,8 +6,11 @@ import {
   KeyConflictError,
   type Lease,
   NotUncertainError,
+  type RetrySafety,
+  StaleVerdictError,
   type Store,
 } from '../../src/core/index.js';
+import { MemoryFencedSink } from '../../src/store/memory.js';
 import { bytes, text } from '../support/bytes.js';
 
 /**
@@ -179,6 +182,73 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         }
         expect(fences).toEqual([1, 2, 3, 4, 5]);
         expect((await grant(action())).fence).toBe(1);
+      });
+    });
+
+    describe('a dead attempt is judged by the declaration it was granted with', () => {
+      type Path = 'same key' | 'takeover' | 'sweep';
+      /** Grants `a` into applying declaring `granted`, lets the lease run out, and has `path` find it. */
+      async function conclude(granted: RetrySafety, path: Path, newcomer: RetrySafety) {
+        const a = action({ retrySafety: granted });
+        await grant(a, true);
+        await h.advance(TTL + 1);
+        if (path === 'same key') {
+          const acq = await store.acquire({ ...a, retrySafety: newcomer }, TTL, { applying: true });
+          return acq.outcome === 'applied' ? 'free' : acq.outcome;
+        }
+        if (path === 'takeover')
+          await grant(action({ resource: a.resource, retrySafety: newcomer }));
+        else await store.sweep();
+        return (await store.inspect(a.key))?.state;
+      }
+
+      const paths: Path[] = ['same key', 'takeover', 'sweep'];
+      it.each(paths)(
+        '%s: granted unknown, found by a caller declaring safe -> uncertain',
+        async (path) => {
+          expect(await conclude('unknown', path, 'safe')).toBe('uncertain');
+        },
+      );
+      it.each(paths)(
+        '%s: granted unsafe, found by a caller declaring safe -> uncertain',
+        async (path) => {
+          expect(await conclude('unsafe', path, 'safe')).toBe('uncertain');
+        },
+      );
+      it.each(paths)(
+        '%s: granted safe, found by a caller declaring unknown -> free to re-apply',
+        async (path) => {
+          expect(await conclude('safe', path, 'unknown')).toBe('free');
+        },
+      );
+
+      it('the declaration is stored at every grant', async () => {
+        const a = action({ retrySafety: 'unsafe' });
+        await store.release(a, await grant(a, false));
+        await grant({ ...a, retrySafety: 'safe' }, true);
+        expect((await store.inspect(a.key))?.retrySafety).toBe('safe');
+        await h.advance(TTL + 1);
+        expect((await grant({ ...a, retrySafety: 'unsafe' })).fence).toBe(3);
+        expect((await store.inspect(a.key))?.retrySafety).toBe('unsafe');
+      });
+    });
+
+    describe('lease TTL bound', () => {
+      it('accepts up to one hour by default and refuses more, writing nothing', async () => {
+        const a = action();
+        await expect(store.acquire(a, 60 * 60 * 1000 + 1)).rejects.toMatchObject({
+          code: 'INVALID_ACTION',
+          field: 'ttlMs',
+        });
+        await expect(store.acquire(a, Number.MAX_SAFE_INTEGER)).rejects.toBeInstanceOf(
+          InvalidActionError,
+        );
+        expect(await store.inspect(a.key)).toBeUndefined();
+        const lease = await grant(a);
+        await expect(store.renew(a, lease, 60 * 60 * 1000 + 1)).rejects.toMatchObject({
+          code: 'INVALID_ACTION',
+        });
+        expect((await store.renew(a, lease, 60 * 60 * 1000)).ttlMs).toBe(60 * 60 * 1000);
       });
     });
 
@@ -393,6 +463,84 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         await expect(
           store.resolveUncertain('never-seen', { applied: false, reason: 'x' }),
         ).rejects.toBeInstanceOf(NotUncertainError);
+      });
+
+      it('a verdict names its episode: one for another fence is refused as stale, nothing written', async () => {
+        const a = await uncertain();
+        const fence = (await store.inspect(a.key))!.fence;
+        const stale = store.resolveUncertain(a.key, {
+          applied: false,
+          reason: 'about another attempt',
+          fence: fence + 1,
+        });
+        await expect(stale).rejects.toBeInstanceOf(StaleVerdictError);
+        await expect(stale).rejects.toMatchObject({
+          code: 'STALE_VERDICT',
+          fence: fence + 1,
+          currentFence: fence,
+        });
+        expect((await store.inspect(a.key))?.state).toBe('uncertain');
+        expect(
+          await store.resolveUncertain(a.key, { applied: false, reason: 'checked', fence }),
+        ).toEqual({ outcome: 'resolved', applied: false });
+        await expect(
+          store.resolveUncertain(a.key, { applied: false, reason: 'x', fence: 0 }),
+        ).rejects.toBeInstanceOf(InvalidActionError);
+      });
+
+      it('two deciders of one episode: the late verdict cannot judge the next episode (one ledger row)', async () => {
+        const a = action();
+        const sink = new MemoryFencedSink();
+        const ledger: number[] = [];
+        const applyLosingResponse = async (lease: Lease) => {
+          await sink.writeFenced(a.resource, lease.fence, async () => {
+            ledger.push(lease.fence);
+          });
+          await store.markUncertain(a, lease, 'response lost');
+        };
+        // Episode 1: granted, never written, its response lost.
+        const first = await grant(a);
+        await store.markUncertain(a, first, 'response lost');
+        // Two deciders look during episode 1, both through the fence: not applied.
+        const episode = (await store.inspect(a.key))!.fence;
+        const probeFence = episode + 1;
+        const seenByA = await sink.readFenced(a.resource, probeFence, async () => ledger.length);
+        const seenByB = await sink.readFenced(a.resource, probeFence, async () => ledger.length);
+        expect([seenByA, seenByB]).toEqual([0, 0]);
+        // B resolves; the key is re-applied, lands, loses its response: episode 2.
+        await store.resolveUncertain(a.key, {
+          applied: false,
+          reason: 'B: not in the ledger',
+          fence: episode,
+        });
+        await applyLosingResponse(await grant(a));
+        // A's verdict from episode 1 arrives late: refused, the key stays blocked.
+        await expect(
+          store.resolveUncertain(a.key, {
+            applied: false,
+            reason: 'A: not in the ledger',
+            fence: episode,
+          }),
+        ).rejects.toBeInstanceOf(StaleVerdictError);
+        expect(await store.acquire(a, TTL)).toMatchObject({ outcome: 'uncertain' });
+        expect(ledger).toHaveLength(1);
+      });
+
+      it('a verdict without a fence judges the current episode; on a done key the fence must match too', async () => {
+        const a = await uncertain();
+        await store.resolveUncertain(a.key, { applied: false, reason: 'first episode' });
+        const lease = await grant(a);
+        await store.complete(a, lease, { payload: bytes('second') });
+        await expect(
+          store.resolveUncertain(a.key, { applied: false, reason: 'late', fence: lease.fence - 1 }),
+        ).rejects.toMatchObject({ code: 'STALE_VERDICT', state: 'done' });
+        expect(
+          await store.resolveUncertain(a.key, {
+            applied: false,
+            reason: 'late',
+            fence: lease.fence,
+          }),
+        ).toEqual({ outcome: 'replayed', applied: true, result: { payload: bytes('second') } });
       });
 
       it('needs no fence: the holder may be long dead', async () => {

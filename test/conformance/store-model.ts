@@ -1,7 +1,7 @@
 import type { KeyState, RetrySafety } from '../../src/core/index.js';
 
 /**
- * A deliberately small restatement of the key state machine in DESIGN.md,
+ * A deliberately small restatement of the key state machine in docs/architecture.md,
  * written without looking at any store: the property test checks each store
  * against it step by step. Times are the store's clock in ms.
  */

@@ -64,6 +64,14 @@ describe('README quick start in a scratch clone', () => {
     expect(key).toMatch(/^demo-[0-9a-f]+-order-D\/charge$/);
     const signal = output.match(/--name resolve --input '(.+)'$/m)?.[1];
     expect(signal).toBeDefined();
+    // The verdict to paste is laid out as the UI's signal form lays it out (one Submit click sends)...
+    expect(output).toMatch(
+      /^\{\n {2}"applied": true,\n {2}"result": \{\n {4}"chargeId": "ch_\d+",/m,
+    );
+    // ...and the batch form for the demo's card is printed with its visibility query.
+    expect(output).toMatch(
+      /temporal workflow signal --query 'WorkflowType="ReconcileWorkflow" AND ExecutionStatus="Running" AND SideEffectState="waiting" AND SideEffectResource="card:[0-9a-f]+-3"'/,
+    );
 
     const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
     try {

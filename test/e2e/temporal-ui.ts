@@ -1,7 +1,7 @@
 /**
  * Drives the real Temporal web UI (the dev server's, http://localhost:8233, UI 2.54.x) in headless
  * Chromium, the way an operator does: open a workflow, More Actions -> Send a Signal, pick the
- * signal name, type the JSON input into the CodeMirror editor, Submit.
+ * signal name, paste the JSON input into the CodeMirror editor, Submit once.
  *
  * Selectors prefer roles and accessible names (what the operator sees), each with the UI's own
  * data-testid as a fallback. The UI renders its header twice (one copy hidden), so every CSS
@@ -128,40 +128,49 @@ async function expectSignalName(field: Locator, name: string): Promise<void> {
 }
 
 /**
- * Puts `json` into the "Data" input, a CodeMirror 6 editor (a contenteditable role=textbox).
- * Typing key by key would let CodeMirror auto-close brackets and quotes; `fill` inserts the text
- * in one input event instead. Reads the editor back and fails unless it holds exactly `json`'s
- * value.
+ * Pastes `text` into the "Data" editor the way an operator does: it goes to the system clipboard,
+ * then Ctrl/Cmd+V into the focused editor (a real paste event, not `fill`). Fails unless the
+ * editor then holds exactly `text`, character for character: that is what the next Submit sends
+ * without reformatting it first.
  */
-export async function fillSignalInput(dialog: Locator, json: string): Promise<void> {
+export async function pasteSignalInput(dialog: Locator, text: string): Promise<void> {
+  const page = dialog.page();
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], {
+    origin: new URL(page.url()).origin,
+  });
+  // Runs in the page; this file is type-checked without the DOM library.
+  await page.evaluate(
+    (value) =>
+      (
+        globalThis as unknown as {
+          navigator: { clipboard: { writeText(text: string): Promise<void> } };
+        }
+      ).navigator.clipboard.writeText(value),
+    text,
+  );
   const editor = dialog
     .getByRole('textbox', { name: 'Data' })
     .or(dialog.locator('.cm-content[contenteditable="true"]'))
     .first();
   await editor.click();
-  await editor.fill(json);
-  let typed = (await editor.textContent()) ?? '';
-  if (!sameJson(typed, json)) {
-    // Fallback: select everything and insert as one paste-like input.
-    await editor.press('ControlOrMeta+A');
-    await editor.press('Delete');
-    await editor.page().keyboard.insertText(json);
-    typed = (await editor.textContent()) ?? '';
-  }
-  if (!sameJson(typed, json)) {
-    throw new Error(`the signal input editor holds ${JSON.stringify(typed)}, not ${json}`);
-  }
-}
-
-function sameJson(a: string, b: string): boolean {
-  try {
-    return JSON.stringify(JSON.parse(a)) === JSON.stringify(JSON.parse(b));
-  } catch {
-    return false;
+  await editor.press('ControlOrMeta+A');
+  await editor.press('Delete');
+  await editor.press('ControlOrMeta+V');
+  const typed = await editor.evaluate((node) =>
+    [...node.querySelectorAll('.cm-line')].map((line) => line.textContent ?? '').join('\n'),
+  );
+  if (typed !== text) {
+    throw new Error(
+      `the signal input editor holds ${JSON.stringify(typed)}, not the pasted ${JSON.stringify(text)}`,
+    );
   }
 }
 
-/** Clicks Submit and waits for the UI's "Workflow signaled." notice and for the dialog to close. */
+/**
+ * Clicks Submit once and waits for the UI's "Workflow signaled." notice and for the dialog to
+ * close. Never clicks again: a click the UI swallows (it reformats single-line JSON on that
+ * click, the dialog grows and the click is lost) fails here instead of being hidden.
+ */
 export async function submitSignal(page: Page, dialog: Locator): Promise<void> {
   const submit = dialog
     .getByRole('button', { name: 'Submit', exact: true })

@@ -1,9 +1,9 @@
 /**
  * End to end through the real Temporal web UI: a guarded transfer writes downstream and then
  * fails, so its key becomes uncertain and the calling workflow waits on `reconcile/<key>`. An
- * operator opens that ReconcileWorkflow in the UI (headless Chromium), sends the `resolve` signal
- * through the "Send a Signal" form, and the decision flows back: the ReconcileWorkflow completes
- * with it, the caller returns the recorded result without applying again, and the Postgres store
+ * operator opens that ReconcileWorkflow in the UI (headless Chromium), pastes the verdict exactly
+ * as the demo prints it into the "Send a Signal" form through the clipboard, clicks Submit once,
+ * and the decision flows back: the ReconcileWorkflow completes with it, the caller returns the recorded result without applying again, and the Postgres store
  * records the key as done with that result.
  *
  * Needs: the dev server (UI on :8233 with write actions enabled), Postgres, /usr/bin/chromium.
@@ -13,6 +13,7 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveInstructions } from '../../examples/instructions.js';
 import { defineEffect } from '../../src/activities/index.js';
 import { decodeJson } from '../../src/core/index.js';
 import { migrate, PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
@@ -25,13 +26,18 @@ import {
   statusQuery,
 } from '../../src/workflows/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
-import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
+import {
+  TEMPORAL_ADDRESS,
+  TEMPORAL_NAMESPACE,
+  TEMPORAL_UI_URL,
+  uniqueTaskQueue,
+} from '../support/temporal.js';
 import {
   chooseSignal,
-  fillSignalInput,
   launchChromium,
   openSignalForm,
   openWorkflow,
+  pasteSignalInput,
   screenshot,
   submitSignal,
   uiSettings,
@@ -211,13 +217,24 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
       reason: 'seen in the ledger',
       by: 'ui-test',
     };
+    // Exactly what the demo prints for a person to paste.
+    const { text, pasteable } = resolveInstructions({
+      uiUrl: TEMPORAL_UI_URL,
+      namespace: TEMPORAL_NAMESPACE,
+      key,
+      resource: 'account:acme-42',
+      verdict: resolution,
+      downstream: `the ledger: transfer ${written!.id}`,
+    });
+    expect(text.split('\n')).toEqual(expect.arrayContaining(pasteable.split('\n')));
+    expect(pasteable.split('\n').length).toBeGreaterThan(5);
 
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     try {
       await openWorkflow(page, reconcile.workflowId);
       const dialog = await openSignalForm(page);
       await chooseSignal(dialog, 'resolve');
-      await fillSignalInput(dialog, JSON.stringify(resolution, null, 2));
+      await pasteSignalInput(dialog, pasteable);
       await screenshot(page, 'ui-signal-form.png');
       await submitSignal(page, dialog);
     } catch (error) {

@@ -1,7 +1,9 @@
 /**
  * A TCP proxy in front of Postgres that the harness can cut: every open connection is destroyed,
  * and for the length of the cut new ones are either refused (closed at once) or black-holed
- * (accepted and never answered, like a partition), then service resumes.
+ * (accepted and never answered, like a partition), then service resumes. It can also terminate
+ * one connection the way a dying backend does at the worst moment: a ReadyForQuery and a FATAL
+ * in the same socket chunk.
  */
 import net from 'node:net';
 
@@ -12,6 +14,7 @@ export class CuttableProxy {
   readonly #sockets = new Set<net.Socket>();
   #cut: CutMode | undefined;
   #port = 0;
+  #fatalArmed: number | undefined;
 
   constructor(
     readonly targetHost: string,
@@ -41,6 +44,16 @@ export class CuttableProxy {
     this.#cut = undefined;
     // Black-holed connections hang until their client gives up; end them with the partition.
     this.#dropAll();
+  }
+
+  /**
+   * The next connection opened through the proxy gets, right behind its `readyForQuery`-th
+   * ReadyForQuery (1 = the end of its startup), a FATAL ErrorResponse (57P01, as from
+   * pg_terminate_backend) written in the same chunk, and is then closed. pg parses both in one
+   * `data` event, so a client whose `error` listener is not attached by then crashes the process.
+   */
+  fatalAfterReady(readyForQuery = 1): void {
+    this.#fatalArmed = readyForQuery;
   }
 
   async close(): Promise<void> {
@@ -74,9 +87,49 @@ export class CuttableProxy {
     });
     client.once('close', () => upstream.destroy());
     client.pipe(upstream);
-    upstream.pipe(client);
+    const fatalAt = this.#fatalArmed;
+    this.#fatalArmed = undefined;
+    if (fatalAt === undefined) upstream.pipe(client);
+    else this.#killAfterReady(upstream, client, fatalAt);
+  }
+
+  /** Forwards whole server messages until the `count`-th ReadyForQuery, sent together with a FATAL. */
+  #killAfterReady(upstream: net.Socket, client: net.Socket, count: number): void {
+    let pending = Buffer.alloc(0);
+    let seen = 0;
+    upstream.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      let offset = 0;
+      while (pending.length - offset >= 5) {
+        const length = pending.readInt32BE(offset + 1);
+        if (pending.length - offset < 1 + length) break;
+        const type = String.fromCharCode(pending[offset]!);
+        offset += 1 + length;
+        if (type === 'Z' && ++seen === count) {
+          // The client's close ends the upstream (above); nothing more is forwarded meanwhile.
+          upstream.removeAllListeners('data');
+          upstream.pause();
+          client.end(Buffer.concat([pending.subarray(0, offset), FATAL]));
+          return;
+        }
+      }
+      client.write(pending.subarray(0, offset));
+      pending = pending.subarray(offset);
+    });
   }
 }
+
+/** An ErrorResponse as a backend sends it when terminated by pg_terminate_backend. */
+const FATAL = (() => {
+  const fields = Buffer.from(
+    'SFATAL\0VFATAL\0C57P01\0Mterminating connection due to administrator command\0\0',
+    'latin1',
+  );
+  const header = Buffer.alloc(5);
+  header.write('E', 0, 'latin1');
+  header.writeInt32BE(4 + fields.length, 1);
+  return Buffer.concat([header, fields]);
+})();
 
 /** A port nothing listens on right now (bound and released). */
 export async function freePort(): Promise<number> {

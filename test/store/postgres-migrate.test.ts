@@ -1,10 +1,14 @@
 /**
  * migrate(): versioned .sql files applied once, in one transaction, safe when several workers
- * start together; refuses a schema migrated by a newer version or whose applied files changed.
+ * start together; refuses a schema migrated by a newer version or whose applied files changed;
+ * upgrades a schema of an earlier release with its rows in place.
  */
-import { readdir } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import type { Action } from '../../src/core/index.js';
+import { listMigrations, migrate, PgStore } from '../../src/store/postgres/index.js';
+import { bytes } from '../support/bytes.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 
 let db: FreshSchema;
@@ -19,14 +23,7 @@ describe('migrate', () => {
     const schema = `${db.schema} "Weird" ü`;
     try {
       const runs = await Promise.all(Array.from({ length: 6 }, () => migrate(db.pool, { schema })));
-      // Every migration file once, in order, whichever worker applied them.
-      const files = (
-        await readdir(new URL('../../src/store/postgres/migrations/', import.meta.url))
-      )
-        .filter((name) => name.endsWith('.sql'))
-        .sort();
-      expect(files[0]).toBe('0001_init.sql');
-      expect(runs.flat()).toEqual(files);
+      expect(runs.flat()).toEqual(listMigrations().map((m) => m.name));
       expect(await migrate(db.pool, { schema })).toEqual([]);
       const store = new PgStore({ pool: db.pool, schema });
       expect((await store.acquire({ key: 'k', resource: 'r' }, 1_000)).outcome).toBe('applied');
@@ -51,5 +48,91 @@ describe('migrate', () => {
       code: 'MIGRATION_CONFLICT',
       message: expect.stringMatching(/unknown to this version/),
     });
+  });
+});
+
+describe('0002 upgrades a 0.1.0 schema in place', () => {
+  /** What migrate() of release 0.1.0 made: 0001_init.sql, recorded, and nothing else. */
+  async function schemaOf010(schema: string): Promise<void> {
+    const file = new URL('../../src/store/postgres/migrations/0001_init.sql', import.meta.url);
+    const sql = await readFile(file, 'utf8');
+    const client = await db.pool.connect();
+    try {
+      await client.query('begin');
+      await client.query(`create schema "${schema}"`);
+      await client.query(`set local search_path to "${schema}", pg_temp`);
+      await client.query(`create table migrations (
+         version int primary key, name text not null, sha256 text not null,
+         applied_at timestamptz not null default now())`);
+      await client.query(sql);
+      await client.query(
+        `insert into migrations (version, name, sha256) values (1, '0001_init.sql', $1)`,
+        [createHash('sha256').update(sql).digest('hex')],
+      );
+      await client.query('commit');
+    } finally {
+      client.release();
+    }
+  }
+
+  it('keeps done, uncertain, held and applying keys, and every one behaves afterwards', async () => {
+    const schema = `${db.schema}_010`;
+    try {
+      await schemaOf010(schema);
+      const store = new PgStore({ pool: db.pool, schema });
+      const grant = async (a: Action, ttlMs: number, applying: boolean) => {
+        const acq = await store.acquire(a, ttlMs, { applying });
+        if (acq.outcome !== 'applied') throw new Error(acq.outcome);
+        return acq.lease;
+      };
+      // Data written by the 0.1.0 functions.
+      const done = { key: 'done', resource: 'r-done' };
+      await store.complete(done, await grant(done, 10_000, true), { payload: bytes('paid') });
+      const uncertain = { key: 'uncertain', resource: 'r-uncertain' };
+      await store.markUncertain(uncertain, await grant(uncertain, 10_000, true), 'response lost');
+      const held = { key: 'held', resource: 'r-held' };
+      const heldLease = await grant(held, 10_000, false);
+      const dead: Action = { key: 'dead', resource: 'r-dead', retrySafety: 'unknown' };
+      await grant(dead, 50, true);
+
+      expect(await migrate(db.pool, { schema })).toEqual(
+        listMigrations()
+          .filter((m) => m.version > 1)
+          .map((m) => m.name),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+
+      expect(await store.acquire(done, 10_000)).toEqual({
+        outcome: 'replayed',
+        result: { payload: bytes('paid') },
+      });
+      await expect(
+        store.resolveUncertain(uncertain.key, { applied: false, reason: 'x', fence: 2 }),
+      ).rejects.toMatchObject({ code: 'STALE_VERDICT' });
+      expect(
+        await store.resolveUncertain(uncertain.key, {
+          applied: true,
+          result: { payload: bytes('found') },
+          reason: 'seen downstream',
+          fence: 1,
+        }),
+      ).toMatchObject({ outcome: 'resolved', applied: true });
+      const renewed = await store.renew(held, heldLease, 10_000, { applying: true });
+      await store.complete(held, renewed, { payload: bytes('held then done') });
+      expect((await store.inspect(held.key))?.state).toBe('done');
+      // Granted declaring unknown under 0.1.0: a retry declaring safe must not re-apply it.
+      expect(await store.acquire({ ...dead, retrySafety: 'safe' }, 10_000)).toEqual({
+        outcome: 'uncertain',
+        reason: 'lease lost during apply',
+      });
+      // A 0.1.0 worker still running during the upgrade calls resolve with five arguments.
+      const { rows } = await db.pool.query(
+        `select o_outcome from "${schema}".resolve_uncertain('dead', false, null, 'old worker', 'v0.1.0')`,
+      );
+      expect(rows[0].o_outcome).toBe('resolved');
+      expect((await store.acquire(dead, 10_000)).outcome).toBe('applied');
+    } finally {
+      await db.pool.query(`drop schema if exists "${schema}" cascade`);
+    }
   });
 });

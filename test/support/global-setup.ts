@@ -11,6 +11,7 @@
  * http://localhost:8233 (to look at the workflows a test left) reuse it. Stop it with
  * `./temporal-dev.sh --stop`. So there is no teardown.
  */
+import { maskConnectionString } from '../../src/core/mask.js';
 import { assertPostgresReachable, databaseUrl, dropStaleSchemas } from './postgres.js';
 import { ensureTemporalDevServer, TEMPORAL_ADDRESS } from './temporal.js';
 
@@ -25,6 +26,6 @@ export default async function setup(): Promise<void> {
 
   const { uiUrl } = await ensureTemporalDevServer(progress);
   progress(
-    `Postgres ${databaseUrl().replace(/:[^:@/]*@/, ':***@')}, Temporal ${TEMPORAL_ADDRESS} (UI ${uiUrl})`,
+    `Postgres ${maskConnectionString(databaseUrl())}, Temporal ${TEMPORAL_ADDRESS} (UI ${uiUrl})`,
   );
 }

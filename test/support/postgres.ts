@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { maskConnectionString } from '../../src/core/mask.js';
 
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -19,14 +20,10 @@ export function databaseUrl(): string {
   return process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 }
 
-function redacted(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
-}
-
 function unreachable(cause: unknown): Error {
   const reason = cause instanceof Error ? cause.message : String(cause);
   return new Error(
-    `Postgres is not reachable at ${redacted(databaseUrl())} (${reason}). ` +
+    `Postgres is not reachable at ${maskConnectionString(databaseUrl())} (${reason}). ` +
       'Start it (sudo pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) ' +
       'or set DATABASE_URL=postgres://user:password@host:port/database to one that is.',
     { cause },

@@ -5,7 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { FenceStaleError, LeaseLostError } from '../../src/core/errors.js';
 import { MemoryStore } from '../../src/store/memory.js';
-import { resolveUpdate, type SideEffectOutcome } from '../../src/workflows/index.js';
+import {
+  libraryActivityNames,
+  resolveUpdate,
+  type SideEffectOutcome,
+} from '../../src/workflows/index.js';
 import { deferred, type Harness, Ledger, startHarness, waitFor } from './harness.js';
 
 interface Job {
@@ -136,14 +140,14 @@ describe('the apply signal', () => {
     expect(orphan?.resource).toBe('doc:2');
     const key = orphan!.key;
 
-    const report = await h.worker.activities.sweepAndReconcile();
+    const report = await h.worker.activities[libraryActivityNames.sweepAndReconcile]();
     expect(report.reconciling).toEqual([key]);
     const status = await h.waitForReconcile(key, 'waiting');
     expect(status).toMatchObject({ key, resource: 'doc:2', subscribers: [] });
     expect(status.effect).toBeUndefined();
     // A second sweep joins the running ReconcileWorkflow instead of starting another run.
     const { runId } = await h.reconcile(key).describe();
-    await h.worker.activities.sweepAndReconcile();
+    await h.worker.activities[libraryActivityNames.sweepAndReconcile]();
     expect((await h.reconcile(key).describe()).runId).toBe(runId);
 
     const resolution = await h.reconcile(key).executeUpdate(resolveUpdate, {

@@ -3,6 +3,7 @@ import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/clie
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
+import { encodeJson } from '../../src/core/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import {
   type ReconcileResolution,
@@ -258,6 +259,54 @@ describe('reconciling an uncertain side effect', () => {
     // The closed ReconcileWorkflow still answers the status query with the verdict that stands.
     const late = await reconcile.query(statusQuery);
     expect(late.resolution).toEqual(resolution);
+  });
+
+  it('a verdict judges one episode: after the key was re-applied and became uncertain again, the old episode is refused', async () => {
+    const order: Order = { account: 'u9', amount: 4, fail: 'before-write', blindProbe: true };
+    const handle = await h.start('guarded', ['probedOrder', order, activity]);
+    const key = `${handle.workflowId}/probedOrder`;
+    const status = await h.waitForReconcile(key, 'waiting');
+    const episode = (await store.inspect(key))!.fence;
+    expect(status.fence).toBe(episode);
+    const reconcile = h.reconcile(key);
+
+    // Another decider, outside this workflow, resolves episode 1; the key is re-applied and its
+    // response lost: episode 2, which this ReconcileWorkflow has never looked at.
+    const action = { key, resource: status.resource, payload: encodeJson(order).payload };
+    await store.resolveUncertain(key, { applied: false, reason: 'elsewhere', fence: episode });
+    const regrant = await store.acquire(action, 5_000, { applying: true });
+    if (regrant.outcome !== 'applied') throw new Error(regrant.outcome);
+    await store.markUncertain(action, regrant.lease, 'response lost again');
+
+    // A verdict without a fence is attached to this run's episode and refused as stale.
+    await reconcile.signal(resolveSignal, { applied: false, reason: 'looked at episode 1' });
+    const refused = await waitFor(async () => {
+      const s = await reconcile.query(statusQuery);
+      return s.rejected.length === 1 ? s : undefined;
+    }, 'the stale signal in the rejected entries');
+    expect(refused.rejected[0]?.error).toMatch(
+      /judges episode \(fence\) 1, but the key is at fence 2/,
+    );
+    expect(refused.state).toBe('waiting');
+
+    const stale = await reconcile
+      .executeUpdate(resolveUpdate, {
+        args: [{ applied: false, reason: 'also episode 1', fence: episode }],
+      })
+      .catch((e: unknown) => e);
+    expect(stale).toBeInstanceOf(WorkflowUpdateFailedError);
+    const cause = (stale as WorkflowUpdateFailedError).cause;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    expect((cause as ApplicationFailure).type).toBe(SideEffectFailureType.StaleVerdict);
+    expect((await store.inspect(key))?.state).toBe('uncertain');
+
+    // A verdict naming the current episode decides it.
+    const resolution = await reconcile.executeUpdate(resolveUpdate, {
+      args: [{ applied: false, reason: 'checked episode 2', fence: regrant.lease.fence }],
+    });
+    expect(resolution).toMatchObject({ applied: false, decidedBy: 'update' });
+    expect(((await handle.result()) as SideEffectOutcome<unknown>).outcome).toBe('applied');
+    expect(ledger.byKey(key)).toHaveLength(1);
   });
 
   it('several uncertain calls in one workflow each get their own resolution', async () => {

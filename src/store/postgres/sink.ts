@@ -3,6 +3,7 @@ import { FenceStaleError, InvalidActionError, StoreUnavailableError } from '../.
 import type { FencedSink } from '../../core/store.js';
 import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
+import { checkout, type Session } from './session.js';
 import {
   DEFAULT_SCHEMA,
   int,
@@ -14,7 +15,15 @@ import {
 
 /** How a PgFencedSink connects and where its fence table is (the schema `migrate()` created). */
 export interface PgFencedSinkOptions extends PoolOptions {
+  /**
+   * The schema holding `sink_fences` (created by `migrate()`); usually the store's schema.
+   * @default 'sideeffect'
+   */
   schema?: string;
+  /**
+   * Longest resource name accepted, as in the store.
+   * @default { maxResourceBytes: 256 }
+   */
   limits?: Partial<Pick<Limits, 'maxResourceBytes'>>;
 }
 
@@ -49,7 +58,9 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   readonly #sql: Record<keyof typeof SQL, Statement>;
 
   constructor(options: PgFencedSinkOptions = {}) {
-    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL);
+    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
+      named: options.transactionPooling !== true,
+    });
     this.#maxResourceBytes = options.limits?.maxResourceBytes ?? defaultLimits.maxResourceBytes;
     const { pool, owned } = openPool(options);
     this.#pool = pool;
@@ -88,21 +99,18 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     if (!Number.isSafeInteger(fence) || fence < 1) {
       throw new InvalidActionError('fence', `must be a fence issued by the store, got ${fence}`);
     }
-    let client: pg.PoolClient;
+    let session: Session;
     try {
-      client = await this.#pool.connect();
+      session = await checkout(this.#pool);
     } catch (error) {
       throw new StoreUnavailableError(operation, error);
     }
-    // A connection that dies between two queries is reported on the client, not on a query;
-    // unheard, that event would crash the process.
-    let lost: unknown;
-    const onError = (error: unknown): void => {
-      lost = error;
-    };
-    client.on('error', onError);
+    const { client } = session;
+    let failed = false;
     try {
-      await unavailable(operation, () => client.query('begin'));
+      // Explicit READ COMMITTED: at a serializable default, two writers raising one mark would
+      // fail with a serialization error instead of waiting for the row lock.
+      await unavailable(operation, () => client.query('begin isolation level read committed'));
       const raise = operation === 'writeFenced' ? this.#sql.raise : this.#sql.raiseAtLeast;
       const raised = await unavailable(operation, () =>
         client.query({ ...raise, values: [resource, fence] }),
@@ -134,11 +142,10 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
       }
       return value;
     } catch (error) {
-      if (error instanceof StoreUnavailableError) lost ??= error;
+      if (error instanceof StoreUnavailableError) failed = true;
       throw error;
     } finally {
-      client.off('error', onError);
-      client.release(lost !== undefined);
+      session.release(failed);
     }
   }
 

@@ -19,35 +19,55 @@ export function quoteSchema(schema: string): string {
   return `"${schema.replaceAll('"', '""')}"`;
 }
 
-/** A named (server-side prepared) statement: parsed and planned once per connection, not per call. */
+/**
+ * A statement, named (server-side prepared: parsed and planned once per connection, not per
+ * call) unless the connections go through a transaction-mode pooler.
+ */
 export interface Statement {
-  name: string;
+  name?: string;
   text: string;
 }
 
 /**
  * Builds the schema's statements with names unique per schema: pg refuses one statement name
- * with two texts on a connection, and two stores on one pool may use different schemas.
+ * with two texts on a connection, and two stores on one pool may use different schemas. With
+ * `named: false` they are sent unnamed: behind a transaction-mode pooler the next transaction may
+ * run on a server connection that never prepared the name ("prepared statement does not exist").
  */
 export function statements<K extends string>(
   schema: string,
   texts: Record<K, (qualified: string) => string>,
+  { named = true }: { named?: boolean } = {},
 ): Record<K, Statement> {
   const qualified = quoteSchema(schema);
   const tag = createHash('sha256').update(schema).digest('hex').slice(0, 12);
   const built = {} as Record<K, Statement>;
   for (const name of Object.keys(texts) as K[]) {
-    built[name] = { name: `sideeffect_${name}_${tag}`, text: texts[name](qualified) };
+    const text = texts[name](qualified);
+    built[name] = named ? { name: `sideeffect_${name}_${tag}`, text } : { text };
   }
   return built;
 }
 
 /** How a store or sink gets its connections. */
 export interface PoolOptions {
-  /** A pool to use; the caller keeps ownership (and should listen to its `error` event). */
+  /**
+   * A pool to use; the caller keeps ownership (and should listen to its `error` event).
+   * @default a pool of its own, from `connectionString`
+   */
   pool?: pg.Pool;
-  /** Used when no pool is given; defaults to DATABASE_URL, then libpq's PG* variables. */
+  /**
+   * Used when no pool is given.
+   * @default process.env.DATABASE_URL, then libpq's PG* variables
+   */
   connectionString?: string;
+  /**
+   * The connections go through a pooler in transaction mode (PgBouncer `pool_mode =
+   * transaction`, as many managed Postgres offerings put in front of the database): statements
+   * are sent unnamed, since consecutive transactions may run on different server connections.
+   * Costs a parse per call. Default false.
+   */
+  transactionPooling?: boolean;
 }
 
 /**

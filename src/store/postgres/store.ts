@@ -5,6 +5,7 @@ import {
   KeyConflictError,
   NotUncertainError,
   OutcomeUnknownError,
+  StaleVerdictError,
   StoreUnavailableError,
   UnknownOutcomeError,
 } from '../../core/errors.js';
@@ -23,10 +24,12 @@ import type {
   Result,
   RetrySafety,
   SweepReport,
+  UncertainBacklog,
 } from '../../core/types.js';
 import {
   checkAction,
   checkBytes,
+  checkLeaseTtl,
   checkReason,
   checkResolution,
   checkText,
@@ -35,6 +38,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
+import { atReadCommitted, checkout, type Session } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -48,8 +52,15 @@ import {
 
 /** How a PgStore connects, where its tables are, and which input it refuses. */
 export interface PgStoreOptions extends PoolOptions {
-  /** The schema `migrate()` was run on; default `sideeffect`. */
+  /**
+   * The schema `migrate()` was run on.
+   * @default 'sideeffect'
+   */
   schema?: string;
+  /**
+   * Size limits checked before any statement is sent; unset fields keep their default.
+   * @default defaultLimits (key 512 B, resource 256 B, payload and result 1 MiB, reason 4 KiB)
+   */
   limits?: Partial<Limits>;
   /** Keys deleted per transaction by `purge`; default 5,000. */
   purgeBatchSize?: number;
@@ -72,7 +83,7 @@ const SQL = {
   complete: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
-  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5)`,
+  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
   purge: (s: string) => `select ${s}.purge_batch($1, $2) as o_purged`,
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
@@ -85,6 +96,9 @@ const SQL = {
   txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
   txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
   binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
+  uncertainBacklog: (s: string) => `select count(*) as count,
+    coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
+    from ${s}.keys where state = 'uncertain'`,
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
     ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
 };
@@ -111,7 +125,7 @@ interface KeyRow {
 }
 
 /**
- * The production Store: the key state machine of DESIGN.md in Postgres, one plpgsql function per
+ * The production Store: the key state machine (docs/architecture.md) in Postgres, one plpgsql function per
  * operation (see migrations/0001_init.sql), so every operation is ONE round trip that decides and
  * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
@@ -119,6 +133,13 @@ interface KeyRow {
  * Input is validated here before anything is sent (InvalidActionError, nothing written). A lost
  * connection or any other database failure is thrown as StoreUnavailableError with the cause:
  * an operation whose fate we do not know is never reported as an outcome.
+ *
+ * @example
+ * ```ts
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * await migrate(pool, { schema: 'sideeffect' });
+ * const store = new PgStore({ pool, schema: 'sideeffect' });
+ * ```
  */
 export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #pool: pg.Pool;
@@ -133,7 +154,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       throw new InvalidActionError('purgeBatchSize', `must be a positive integer, got ${batch}`);
     }
     this.#purgeBatch = batch;
-    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL);
+    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
+      named: options.transactionPooling !== true,
+    });
     this.#limits = { ...defaultLimits, ...options.limits };
     const { pool, owned } = openPool(options);
     this.#pool = pool;
@@ -151,7 +174,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     options: { applying?: boolean } = {},
   ): Promise<Acquisition> {
     const a = checkAction(action, this.#limits);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const digest = payloadDigest(a.payload);
     const row = await this.#one<AcquireRow>('acquire', [
       a.key,
@@ -171,20 +194,17 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     options: { signal?: AbortSignal } = {},
   ): Promise<Execution> {
     const a = checkAction(action, this.#limits);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const operation = 'executeInTransaction';
-    let client: pg.PoolClient;
+    let session: Session;
     try {
-      client = await this.#pool.connect();
+      session = await checkout(this.#pool);
     } catch (error) {
       throw new StoreUnavailableError(operation, error);
     }
-    // A connection that dies between two queries is reported on the client, not on a query.
-    let lost: unknown;
-    const onError = (error: unknown): void => {
-      lost = error;
-    };
-    client.on('error', onError);
+    const { client } = session;
+    // A query that failed leaves the connection unfit for the pool, like a lost one.
+    let broken = false;
     const query = async <R extends pg.QueryResultRow>(
       statement: string | Statement,
       values?: unknown[],
@@ -194,7 +214,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           typeof statement === 'string' ? statement : { ...statement, values },
         );
       } catch (error) {
-        lost ??= error;
+        broken = true;
         throw new StoreUnavailableError(operation, error);
       }
     };
@@ -268,9 +288,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       const lease = { resource: a.resource, fence, ttlMs, expiresAt: completedAt };
       return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
     } finally {
-      client.off('error', onError);
       // A connection left inside a transaction (an unexpected throw) must not go back to the pool.
-      client.release(lost !== undefined || open);
+      session.release(broken || open);
     }
   }
 
@@ -322,7 +341,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     options: { applying?: boolean } = {},
   ): Promise<Lease> {
     const a = this.#leaseAction(action, lease);
-    checkTtl(ttlMs);
+    checkLeaseTtl(ttlMs, this.#limits);
     const row = await this.#one<{ o_outcome: string; o_expires_at_ms: string | null }>('renew', [
       a.key,
       a.resource,
@@ -374,7 +393,15 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       o_outcome: string;
       o_result: Buffer | null;
       o_state: string | null;
-    }>('resolve', [key, verdict.applied, result ?? null, verdict.reason, verdict.by ?? 'resolve']);
+      o_fence: string | null;
+    }>('resolve', [
+      key,
+      verdict.applied,
+      result ?? null,
+      verdict.reason,
+      verdict.by ?? 'resolve',
+      verdict.fence ?? null,
+    ]);
     switch (row.o_outcome) {
       case 'resolved':
         return verdict.applied
@@ -388,6 +415,13 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         };
       case 'not_uncertain':
         throw new NotUncertainError(key, row.o_state ?? 'unknown');
+      case 'stale':
+        throw new StaleVerdictError(
+          key,
+          verdict.fence!,
+          int(row.o_fence),
+          row.o_state ?? 'unknown',
+        );
       default:
         throw new UnknownOutcomeError(row.o_outcome);
     }
@@ -434,6 +468,11 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       actor: row.actor,
       at: int(row.at_ms),
     }));
+  }
+
+  async uncertainBacklog(): Promise<UncertainBacklog> {
+    const row = await this.#one<{ count: string; oldest_age_ms: string }>('uncertainBacklog', []);
+    return { count: int(row.count), oldestAgeMs: Math.max(0, int(row.oldest_age_ms)) };
   }
 
   /**
@@ -485,11 +524,22 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     operation: keyof typeof SQL,
     values: unknown[],
   ): Promise<R[]> {
+    let session: Session;
     try {
-      const result = await this.#pool.query<R>({ ...this.#sql[operation], values });
-      return result.rows;
+      session = await checkout(this.#pool);
     } catch (error) {
       throw new StoreUnavailableError(operation, error);
+    }
+    let failed = false;
+    try {
+      const { client } = session;
+      const query = { ...this.#sql[operation], values };
+      return (await atReadCommitted(client, () => client.query<R>(query))).rows;
+    } catch (error) {
+      failed = true;
+      throw new StoreUnavailableError(operation, error);
+    } finally {
+      session.release(failed);
     }
   }
 

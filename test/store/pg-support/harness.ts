@@ -1,5 +1,5 @@
 /**
- * PgStore on a fresh, migrated schema whose clock can be moved: the test hook of DESIGN.md.
+ * PgStore on a fresh, migrated schema whose clock can be moved: the test hook of docs/architecture.md (lease expiry judged by the store's clock).
  * Every store function reads the time from `store_now()`; here it is replaced by one that reads a
  * table, so the clock stands still (like the MemoryStore's injected clock: a loaded machine cannot
  * expire a lease between two statements) and `advance(ms)` moves it. Production schemas never get

@@ -1,0 +1,230 @@
+import { readFile } from 'node:fs/promises';
+import { type Client, WorkflowUpdateFailedError } from '@temporalio/client';
+import { SideEffectError, StoreUnavailableError } from '../core/errors.js';
+import type { Store } from '../core/store.js';
+import { fanInLimit } from '../syncx/index.js';
+import type { ResolveInput } from '../workflows/protocol.js';
+import { resolveKey } from './resolve.js';
+import { HELP, UsageError } from './usage.js';
+
+/** One verdict of a batch: a line of `--from-file`, or one selected key of `--resource`. */
+export interface BatchVerdict {
+  key: string;
+  applied: boolean;
+  /** What the effect returned; only with `applied: true`. */
+  result?: unknown;
+  reason: string;
+  by: string;
+  /** The uncertain episode judged; without it the verdict applies to the current episode. */
+  fence?: number;
+}
+
+/** Which keys `sideeffect resolve --resource` decides: uncertain keys on the resource, optionally by age. */
+export interface ResourceSelection {
+  resource: string;
+  /** Only keys uncertain for longer than this. */
+  olderThanMs?: number;
+  /** Only keys uncertain for less than this. */
+  newerThanMs?: number;
+}
+
+/** How each verdict of a batch ended, key by key. */
+export interface BatchReport {
+  dryRun: boolean;
+  /** This batch recorded the verdict. With `dryRun`: the keys that are uncertain now and would be decided. */
+  decided: string[];
+  /** Someone decided first (a person in the UI, a probe, an earlier batch): their verdict stands. */
+  alreadyDecided: Array<{ key: string; message: string }>;
+  /** Refused by the store or the workflow (not uncertain, unknown key, stale fence...). */
+  refused: Array<{ key: string; code: string; message: string }>;
+  /** Could not be sent (store or Temporal unreachable); safe to run the batch again. */
+  failed: Array<{ key: string; message: string }>;
+}
+
+/** Verdicts in flight at once: enough to finish hundreds of keys in seconds, few enough not to flood the worker. */
+const CONCURRENCY = 8;
+const FILE_FIELDS = new Set(['key', 'applied', 'result', 'reason', 'by', 'fence']);
+
+/**
+ * Reads `--from-file`: one JSON verdict a line (blank lines skipped), e.g.
+ * made from the downstream's export. Every line is checked before anything is
+ * sent, so a typo on line 300 never leaves a batch half applied.
+ */
+export async function readVerdictFile(file: string, defaultBy: string): Promise<BatchVerdict[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read ${file}: ${(error as Error).message}`, HELP.resolve!);
+  }
+  const verdicts: BatchVerdict[] = [];
+  const seen = new Set<string>();
+  for (const [index, raw] of text.split('\n').entries()) {
+    const line = raw.trim();
+    if (line === '') continue;
+    const where = `${file}:${index + 1}`;
+    const verdict = parseVerdictLine(line, defaultBy, (message) => {
+      throw new UsageError(`${where}: ${message}`, HELP.resolve!);
+    });
+    if (seen.has(verdict.key))
+      throw new UsageError(`${where}: key "${verdict.key}" appears twice`, HELP.resolve!);
+    seen.add(verdict.key);
+    verdicts.push(verdict);
+  }
+  if (verdicts.length === 0) throw new UsageError(`${file} holds no verdicts`, HELP.resolve!);
+  return verdicts;
+}
+
+function parseVerdictLine(
+  line: string,
+  defaultBy: string,
+  fail: (message: string) => never,
+): BatchVerdict {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch {
+    return fail('not valid JSON');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    return fail('expected one JSON object {"key", "applied", "reason", ...}');
+  const fields = parsed as Record<string, unknown>;
+  const unknown = Object.keys(fields).filter((field) => !FILE_FIELDS.has(field));
+  if (unknown.length > 0) fail(`unknown field(s) ${unknown.join(', ')}`);
+  const { key, applied, result, reason, by, fence } = fields;
+  if (typeof key !== 'string' || key.length === 0) fail('"key" must be a non-empty string');
+  if (typeof applied !== 'boolean') fail('"applied" must be true or false');
+  if (typeof reason !== 'string' || reason.trim() === '')
+    fail('"reason" must be a non-empty string');
+  if (by !== undefined && (typeof by !== 'string' || by.trim() === ''))
+    fail('"by" must be a non-empty string');
+  if (result !== undefined && !applied) fail('"result" only goes with "applied": true');
+  if (fence !== undefined && (!Number.isSafeInteger(fence) || (fence as number) <= 0))
+    fail('"fence" must be a positive integer');
+  const verdict: BatchVerdict = {
+    key: key as string,
+    applied: applied as boolean,
+    reason: (reason as string).trim(),
+    by: (by as string | undefined) ?? defaultBy,
+  };
+  if (applied) verdict.result = result ?? null;
+  if (fence !== undefined) verdict.fence = fence as number;
+  return verdict;
+}
+
+/**
+ * The uncertain keys on `resource` whose age (by the database clock, since
+ * they became uncertain) fits the selection, oldest first.
+ */
+export async function selectUncertain(
+  store: Store,
+  selection: ResourceSelection,
+  databaseNow: () => Promise<number>,
+): Promise<string[]> {
+  const [records, now] = await Promise.all([
+    store.list({ state: 'uncertain', oldest: true }),
+    databaseNow(),
+  ]);
+  const { resource, olderThanMs, newerThanMs } = selection;
+  return records
+    .filter((record) => record.resource === resource)
+    .filter((record) => olderThanMs === undefined || now - record.updatedAt > olderThanMs)
+    .filter((record) => newerThanMs === undefined || now - record.updatedAt < newerThanMs)
+    .map((record) => record.key);
+}
+
+/**
+ * Sends every verdict, each through the key's ReconcileWorkflow when one runs
+ * (so its waiting caller goes on at once), else straight to the store, a few
+ * at a time. First resolution wins per key: a verdict someone else beat is
+ * reported, never forced. With `dryRun`, only reads which keys are uncertain.
+ */
+export async function resolveBatch(options: {
+  store: Store;
+  client: Client | undefined;
+  verdicts: BatchVerdict[];
+  dryRun: boolean;
+}): Promise<BatchReport> {
+  const { store, client, verdicts, dryRun } = options;
+  const report: BatchReport = {
+    dryRun,
+    decided: [],
+    alreadyDecided: [],
+    refused: [],
+    failed: [],
+  };
+  const settled = await fanInLimit(verdicts.length, CONCURRENCY, async (i) => {
+    const verdict = verdicts[i]!;
+    if (dryRun) return dryRunOne(store, verdict.key);
+    const { key, fence, ...input } = verdict;
+    const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
+    const outcome = await resolveKey({ store, client, key, input: resolution });
+    return outcome.won ? undefined : { already: outcome.message };
+  });
+  settled.forEach((slot, i) => {
+    const { key } = verdicts[i]!;
+    if (slot.status === 'fulfilled') {
+      if (slot.value === undefined) report.decided.push(key);
+      else if ('already' in slot.value)
+        report.alreadyDecided.push({ key, message: slot.value.already });
+      else report.refused.push({ key, ...slot.value });
+      return;
+    }
+    const error = slot.reason;
+    const message = error instanceof Error ? error.message : String(error);
+    const refusal = refusalCode(error);
+    if (refusal) report.refused.push({ key, code: refusal, message: refusalMessage(error) });
+    else report.failed.push({ key, message });
+  });
+  return report;
+}
+
+/** A dry run reads the key: uncertain -> it would be decided; anything else would be refused. */
+async function dryRunOne(
+  store: Store,
+  key: string,
+): Promise<undefined | { code: string; message: string }> {
+  const record = await store.inspect(key);
+  if (record?.state === 'uncertain') return undefined;
+  return {
+    code: 'NOT_UNCERTAIN',
+    message: record ? `key "${key}" is not uncertain (state: ${record.state})` : `no key "${key}"`,
+  };
+}
+
+/** The stable code of a verdict refused on its merits (retrying will not help), or undefined for an outage. */
+function refusalCode(error: unknown): string | undefined {
+  if (error instanceof StoreUnavailableError) return undefined;
+  if (error instanceof SideEffectError) return error.code;
+  // The workflow's validator or the store behind it said no (e.g. a stale fence).
+  if (error instanceof WorkflowUpdateFailedError) return 'REFUSED_BY_WORKFLOW';
+  return undefined;
+}
+
+function refusalMessage(error: unknown): string {
+  if (error instanceof WorkflowUpdateFailedError && error.cause instanceof Error)
+    return `${error.message}: ${error.cause.message}`;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** The summary an operator reads after a batch: counts first, then every key that needs a look. */
+export function printBatch(report: BatchReport, selected: string): string {
+  const { decided, alreadyDecided, refused, failed } = report;
+  const lines = [
+    report.dryRun
+      ? `dry run over ${selected}: ${decided.length} would be decided, ${refused.length} would be refused; nothing was sent`
+      : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}`,
+  ];
+  if (report.dryRun && decided.length > 0)
+    lines.push('would decide:', ...decided.map((k) => `  ${k}`));
+  if (alreadyDecided.length > 0)
+    lines.push(
+      'already decided (their verdict stands):',
+      ...alreadyDecided.map((e) => `  ${e.key}: ${e.message}`),
+    );
+  if (refused.length > 0)
+    lines.push('refused:', ...refused.map((e) => `  ${e.key}: ${e.code}: ${e.message}`));
+  if (failed.length > 0)
+    lines.push('failed (run the batch again):', ...failed.map((e) => `  ${e.key}: ${e.message}`));
+  return lines.join('\n');
+}

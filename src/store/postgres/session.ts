@@ -1,0 +1,73 @@
+import type pg from 'pg';
+
+/** A client checked out of a pool, whose connection errors are heard from the moment it is ours. */
+export interface Session {
+  client: pg.PoolClient;
+  /** The connection error reported on the client itself (not on a query), if one came. */
+  readonly lost: unknown;
+  /** Gives the client back to the pool; a lost connection, or `broken`, discards it instead. */
+  release(broken?: boolean): void;
+}
+
+/**
+ * Checks a client out with an `error` listener attached inside pg-pool's own callback, in the
+ * same tick as the hand-over. pg-pool removes its idle listener at that moment, and a FATAL that
+ * arrives in the same socket chunk as the ReadyForQuery (a backend terminated, a restart, a
+ * failover) is emitted before any `await pool.connect()` continuation runs: unheard, Node throws
+ * "Unhandled 'error' event" and the whole worker exits.
+ */
+export function checkout(pool: pg.Pool): Promise<Session> {
+  return new Promise((resolve, reject) => {
+    pool.connect((error, client, done) => {
+      if (error || !client) {
+        reject(error ?? new Error('pool handed out no client'));
+        return;
+      }
+      let lost: unknown;
+      const onError = (cause: unknown): void => {
+        lost ??= cause;
+      };
+      client.on('error', onError);
+      resolve({
+        client,
+        get lost() {
+          return lost;
+        },
+        release(broken = false) {
+          done(lost ?? (broken ? new Error('connection discarded after a failure') : undefined));
+          client.off('error', onError);
+        },
+      });
+    });
+  });
+}
+
+/** Whether each connection's default isolation is READ COMMITTED, asked once per connection. */
+const readCommittedByDefault = new WeakMap<pg.ClientBase, boolean>();
+
+/**
+ * Runs `work` at READ COMMITTED whatever the database's or role's default: the store's functions
+ * decide under row locks, and at REPEATABLE READ or SERIALIZABLE ordinary contention becomes
+ * serialization failures that read as an outage. A connection whose default already is READ
+ * COMMITTED (the usual case) runs `work` as it is, one round trip; any other gets it wrapped in
+ * `begin isolation level read committed` ... `commit`. The default is asked once per connection
+ * (through a transaction-mode pooler every server connection shares the role's and database's).
+ */
+export async function atReadCommitted<T>(
+  client: pg.ClientBase,
+  work: () => Promise<T>,
+): Promise<T> {
+  let plain = readCommittedByDefault.get(client);
+  if (plain === undefined) {
+    const { rows } = await client.query<{ plain: boolean }>(
+      `select current_setting('default_transaction_isolation') = 'read committed' as plain`,
+    );
+    plain = rows[0]!.plain;
+    readCommittedByDefault.set(client, plain);
+  }
+  if (plain) return work();
+  await client.query('begin isolation level read committed');
+  const value = await work();
+  await client.query('commit');
+  return value;
+}

@@ -1,0 +1,123 @@
+import type pg from 'pg';
+import type { KeyState, UncertainBacklog } from '../../core/types.js';
+import { DEFAULT_SCHEMA, int, quoteSchema } from './sql.js';
+
+/** One group of closed uncertain episodes: who recorded the verdict, which verdict, how long it took. */
+export interface ResolutionStats {
+  /** The recorded actor (`by`): a person, `probe:<effect>`, `cli:<user>`... */
+  actor: string;
+  /** `probe`, `cli` or `person`, read from the actor's shape. */
+  kind: 'probe' | 'cli' | 'person';
+  verdict: 'applied' | 'not_applied';
+  count: number;
+  /** Seconds from the key becoming uncertain to this verdict. */
+  medianSeconds: number;
+  maxSeconds: number;
+}
+
+/**
+ * What the store knows about doubtful keys, for `sideeffect stats`: the same
+ * questions the worker's metrics answer (how many wait, since when, who
+ * decides, how fast), answered from the event log, so they survive restarts
+ * and cover verdicts recorded while no worker ran.
+ */
+export interface StoreStats {
+  keys: Record<KeyState, number>;
+  backlog: UncertainBacklog;
+  /** Times a key became uncertain (one per episode). */
+  uncertainEpisodes: number;
+  resolutions: ResolutionStats[];
+  /** Over every resolution: from uncertain to verdict. */
+  timeToResolution: {
+    count: number;
+    medianSeconds: number;
+    p95Seconds: number;
+    maxSeconds: number;
+  };
+}
+
+/** Reads StoreStats from a migrated schema in one read-only transaction (one consistent snapshot). */
+export async function storeStats(
+  pool: pg.Pool,
+  options: { schema?: string } = {},
+): Promise<StoreStats> {
+  const s = quoteSchema(options.schema ?? DEFAULT_SCHEMA);
+  // Every uncertain episode: the event that entered `uncertain`, then the one that left it.
+  const episodes = `with marks as (
+      select to_state, from_state, actor, at, lag(at) over (partition by key order by id) as since
+        from ${s}.events where to_state = 'uncertain' or from_state = 'uncertain'
+    ), closed as (
+      select actor, to_state, extract(epoch from at - since)::float8 as seconds
+        from marks where from_state = 'uncertain' and since is not null
+    )`;
+  const client = await pool.connect();
+  try {
+    await client.query('begin isolation level repeatable read read only');
+    const states = await client.query<{ state: KeyState; n: string }>(
+      `select state, count(*) as n from ${s}.keys group by state`,
+    );
+    const backlog = await client.query<{ count: string; oldest_age_ms: string }>(
+      `select count(*) as count,
+         coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
+       from ${s}.keys where state = 'uncertain'`,
+    );
+    const opened = await client.query<{ n: string }>(
+      `select count(*) as n from ${s}.events where to_state = 'uncertain'`,
+    );
+    const groups = await client.query<{
+      actor: string;
+      to_state: string;
+      n: string;
+      median: number;
+      max: number;
+    }>(
+      `${episodes} select actor, to_state, count(*) as n,
+         percentile_cont(0.5) within group (order by seconds) as median, max(seconds) as max
+       from closed group by actor, to_state order by count(*) desc, actor`,
+    );
+    const overall = await client.query<{ n: string; median: number; p95: number; max: number }>(
+      `${episodes} select count(*) as n,
+         coalesce(percentile_cont(0.5) within group (order by seconds), 0) as median,
+         coalesce(percentile_cont(0.95) within group (order by seconds), 0) as p95,
+         coalesce(max(seconds), 0) as max
+       from closed`,
+    );
+    await client.query('commit');
+    const keys: Record<KeyState, number> = { free: 0, held: 0, applying: 0, done: 0, uncertain: 0 };
+    for (const row of states.rows) keys[row.state] = int(row.n);
+    const totals = overall.rows[0]!;
+    return {
+      keys,
+      backlog: {
+        count: int(backlog.rows[0]!.count),
+        oldestAgeMs: Math.max(0, int(backlog.rows[0]!.oldest_age_ms)),
+      },
+      uncertainEpisodes: int(opened.rows[0]!.n),
+      resolutions: groups.rows.map((row) => ({
+        actor: row.actor,
+        kind: actorKind(row.actor),
+        verdict: row.to_state === 'done' ? 'applied' : 'not_applied',
+        count: int(row.n),
+        medianSeconds: row.median,
+        maxSeconds: row.max,
+      })),
+      timeToResolution: {
+        count: int(totals.n),
+        medianSeconds: totals.median,
+        p95Seconds: totals.p95,
+        maxSeconds: totals.max,
+      },
+    };
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+function actorKind(actor: string): ResolutionStats['kind'] {
+  if (actor.startsWith('probe:')) return 'probe';
+  if (actor === 'cli' || actor.startsWith('cli:')) return 'cli';
+  return 'person';
+}

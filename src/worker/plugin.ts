@@ -1,0 +1,199 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@temporalio/client';
+import {
+  type ReplayWorkerOptions,
+  Runtime,
+  type Worker,
+  type WorkerOptions,
+  type WorkerPlugin,
+} from '@temporalio/worker';
+import {
+  createSideEffectActivities,
+  type SideEffectActivities,
+  type SideEffectActivitiesOptions,
+} from '../activities/index.js';
+import {
+  ActivityNameClashError,
+  InvalidActionError,
+  SearchAttributesMissingError,
+} from '../core/errors.js';
+import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
+import { Sweeper } from './sweeper.js';
+
+/** The library's own workflows module (ReconcileWorkflow), as source under tsx or compiled in dist. */
+export const defaultWorkflowsPath: string = (() => {
+  const source = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+  return existsSync(source)
+    ? source
+    : fileURLToPath(new URL('../workflows/index.js', import.meta.url));
+})();
+
+/** What {@link SideEffectPlugin} needs: the activities' options, minus what it takes from the Worker. */
+export interface SideEffectPluginOptions
+  extends Omit<SideEffectActivitiesOptions, 'client' | 'taskQueue' | 'searchAttributes'> {
+  /**
+   * Your app's Client: ReconcileWorkflows are started through it, so with its
+   * interceptors (OpenTelemetry...) and data converter. Default: a Client on the
+   * Worker's connection and namespace.
+   */
+  client?: Client;
+  /** Where ReconcileWorkflows run. Default: the Worker's task queue. */
+  taskQueue?: string;
+  /**
+   * Every this many ms: `store.sweep()` and a ReconcileWorkflow for every
+   * uncertain key without one (a worker died mid-apply and nobody retried).
+   * Default 60 000; 0 turns it off (run the `sideeffect.sweepAndReconcile` activity elsewhere then).
+   */
+  sweepEveryMs?: number;
+  /**
+   * The SideEffectKey/SideEffectResource/SideEffectState search attributes.
+   * `true` (default): checked at worker start; if the namespace lacks them, one
+   * warning names the `temporal operator search-attribute create` command and
+   * ReconcileWorkflows keep their details in the memo only. `'require'`: a
+   * missing attribute fails the worker's run with SearchAttributesMissingError.
+   * `false`: memo only, nothing checked.
+   */
+  searchAttributes?: boolean | 'require';
+}
+
+interface Setup {
+  activities: SideEffectActivities;
+  client: Client;
+  namespace: string;
+}
+
+/**
+ * Adds the side-effect activities, the sweeper and (when the Worker names no
+ * workflows of its own) the library's workflows to your own
+ * `Worker.create({ plugins: [new SideEffectPlugin(...)] })`, so the library
+ * shares your worker, connection, client and interceptors instead of needing a
+ * second worker, and a name clash with your activities fails at start instead
+ * of silently replacing one of them.
+ *
+ * Your own `workflowsPath` must re-export the library's workflows
+ * (`export { ReconcileWorkflow } from 'sideeffect/workflows'`), because a task
+ * queue runs one bundle. Use one plugin instance per Worker.
+ */
+export class SideEffectPlugin implements WorkerPlugin {
+  readonly name = 'sideeffect';
+  readonly #options: SideEffectPluginOptions;
+  /** Off until the start-up check confirms the attributes: a reconcile started meanwhile is memo-only, never stuck. */
+  #indexed = false;
+  #setup: Setup | undefined;
+
+  constructor(options: SideEffectPluginOptions) {
+    this.#options = options;
+  }
+
+  /** The activities registered on the last configured Worker (`sideeffect.sweepAndReconcile` among them). */
+  get activities(): SideEffectActivities {
+    return this.#configured().activities;
+  }
+
+  /** The Client that starts ReconcileWorkflows: yours, or one on the Worker's connection. */
+  get client(): Client {
+    return this.#configured().client;
+  }
+
+  configureWorker(options: WorkerOptions): WorkerOptions {
+    const {
+      client: given,
+      taskQueue,
+      sweepEveryMs: _,
+      searchAttributes: __,
+      ...activityOptions
+    } = this.#options;
+    const namespace = given?.options.namespace ?? options.namespace ?? 'default';
+    let client = given;
+    if (!client) {
+      if (!options.connection)
+        throw new InvalidActionError(
+          'client',
+          'SideEffectPlugin needs a Client, or a Worker created with a connection to build one on',
+        );
+      client = new Client({ connection: options.connection, namespace });
+    }
+    const activities = createSideEffectActivities({
+      ...activityOptions,
+      client,
+      taskQueue: taskQueue ?? options.taskQueue,
+      searchAttributes: () => this.#indexed,
+    });
+    const own: object = options.activities ?? {};
+    const clash = Object.keys(activities).filter((name) => Object.hasOwn(own, name));
+    if (clash.length > 0) throw new ActivityNameClashError(clash);
+    this.#setup = { activities, client, namespace };
+    return {
+      ...options,
+      activities: { ...own, ...activities },
+      ...(options.workflowsPath || options.workflowBundle
+        ? {}
+        : { workflowsPath: defaultWorkflowsPath }),
+    };
+  }
+
+  configureReplayWorker(options: ReplayWorkerOptions): ReplayWorkerOptions {
+    return options.workflowsPath || options.workflowBundle
+      ? options
+      : { ...options, workflowsPath: defaultWorkflowsPath };
+  }
+
+  async runWorker(worker: Worker, next: (worker: Worker) => Promise<void>): Promise<void> {
+    const setup = this.#configured();
+    const running = next(worker);
+    const refused = await this.#checkSearchAttributes(setup);
+    if (refused) {
+      worker.shutdown();
+      await running.catch(() => {});
+      throw refused;
+    }
+    const everyMs = this.#options.sweepEveryMs ?? 60_000;
+    const sweeper = everyMs > 0 ? new Sweeper(setup.activities, everyMs) : undefined;
+    try {
+      await running;
+    } finally {
+      await sweeper?.stop();
+    }
+  }
+
+  /** Sets memo-only or indexed mode; returns the error to fail the run with when attributes are required. */
+  async #checkSearchAttributes(setup: Setup): Promise<Error | undefined> {
+    const mode = this.#options.searchAttributes ?? true;
+    if (mode === false) return undefined;
+    const logger = Runtime.instance().logger;
+    let missing: string[];
+    try {
+      missing = await missingSearchAttributes(setup.client, setup.namespace);
+    } catch (error) {
+      if (mode === 'require') return error instanceof Error ? error : new Error(String(error));
+      logger.warn(
+        'sideeffect: could not list the search attributes; ReconcileWorkflows keep their details in the memo only',
+        {
+          namespace: setup.namespace,
+          error: error instanceof Error ? error.message : String(error),
+        },
+      );
+      return undefined;
+    }
+    if (missing.length === 0) {
+      this.#indexed = true;
+      return undefined;
+    }
+    const command = searchAttributeCreateCommand(setup.namespace, missing);
+    if (mode === 'require')
+      return new SearchAttributesMissingError(setup.namespace, missing, command);
+    logger.warn(
+      `sideeffect: namespace "${setup.namespace}" lacks the search attribute(s) ${missing.join(', ')}; ` +
+        `ReconcileWorkflows keep their details in the memo only until you run: ${command}`,
+      { namespace: setup.namespace, missing, command },
+    );
+    return undefined;
+  }
+
+  #configured(): Setup {
+    if (!this.#setup)
+      throw new InvalidActionError('plugin', 'SideEffectPlugin is not registered on a Worker yet');
+    return this.#setup;
+  }
+}

@@ -1,0 +1,32 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { environment, main } from '../../src/cli/main.js';
+import { migrationScript } from '../../src/store/postgres/index.js';
+
+/** Commands that must answer without a database: nothing listens at this address. */
+const offline = { ...environment({}), databaseUrl: 'postgres://nobody@127.0.0.1:1/none' };
+
+async function cli(argv: string[], env = offline) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(argv, { out: (l) => out.push(l), err: (l) => err.push(l) }, env);
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+describe('sideeffect without a database', () => {
+  it('--version prints the package version', async () => {
+    const manifest = JSON.parse(
+      readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+    );
+    for (const flag of ['--version', '-v']) {
+      expect(await cli([flag])).toEqual({ code: 0, out: manifest.version, err: '' });
+    }
+  });
+
+  it('migrate --print-sql prints the script for SIDEEFFECT_SCHEMA', async () => {
+    const ran = await cli(['migrate', '--print-sql'], { ...offline, schema: 'billing' });
+    expect(ran.code).toBe(0);
+    expect(ran.out).toBe(migrationScript({ schema: 'billing' }));
+    expect(ran.out).toContain('create schema if not exists "billing";');
+  });
+});

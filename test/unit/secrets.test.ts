@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { environment, main } from '../../src/cli/main.js';
+import { MemoryStore } from '../../src/store/memory.js';
+import { createWorker } from '../../src/worker/index.js';
+
+/** Nothing answers at either address, and both carry a password that must never be printed. */
+const SECRET = 'secretpw';
+
+describe('no password in any output', () => {
+  it('the CLI masks the connection strings it names in errors, human and --json', async () => {
+    const env = {
+      ...environment({}),
+      databaseUrl: `postgres://ops:${SECRET}@127.0.0.1:1/none`,
+      temporalAddress: `ops:${SECRET}@127.0.0.1:1`,
+    };
+    for (const json of [[], ['--json']]) {
+      const lines: string[] = [];
+      const code = await main(
+        ['resolve', 'k', '--not-applied', '--reason', 'checked', ...json],
+        { out: (line) => lines.push(line), err: (line) => lines.push(line) },
+        env,
+      );
+      const printed = lines.join('\n');
+      expect(code).toBe(3);
+      expect(printed).toContain('Temporal at ops:***@127.0.0.1:1 does not answer');
+      expect(printed).not.toContain(SECRET);
+    }
+  });
+
+  it("the worker's start-up error masks the address the SDK echoes", async () => {
+    const started = createWorker({
+      address: `app:${SECRET}@127.0.0.1:1`,
+      taskQueue: 'masked',
+      store: new MemoryStore(),
+      effects: {},
+      ttlMs: 1_000,
+    });
+    const error = await started.then(
+      () => expect.unreachable('createWorker started against an invalid address'),
+      (failure: Error) => failure,
+    );
+    expect(error.message).toContain('app:***@127.0.0.1:1');
+    expect(`${error.message}\n${error.stack}`).not.toContain(SECRET);
+  });
+});

@@ -1,0 +1,125 @@
+/** SideEffectPlugin on an app's own Worker and Client, against the dev server. */
+import { Client, Connection, type WorkflowClientInterceptor } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineEffect } from '../../src/activities/index.js';
+import { ActivityNameClashError } from '../../src/core/errors.js';
+import { MemoryStore } from '../../src/store/memory.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
+import {
+  libraryActivityNames,
+  reconcileWorkflowId,
+  resolveSignal,
+  type SideEffectOutcome,
+  statusQuery,
+} from '../../src/workflows/index.js';
+import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
+import { testBundle, waitFor } from '../temporal/harness.js';
+
+let native: NativeConnection;
+let connection: Connection;
+
+beforeAll(async () => {
+  native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
+  connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+});
+
+afterAll(async () => {
+  await connection?.close();
+  await native?.close();
+});
+
+const noop = defineEffect({ resource: () => 'r', apply: async () => 'ok' });
+
+describe('SideEffectPlugin', () => {
+  it('fails Worker.create when one of your activities has a library activity name', async () => {
+    const create = (activities: object, legacyActivityNames?: boolean) =>
+      Worker.create({
+        connection: native,
+        namespace: TEMPORAL_NAMESPACE,
+        taskQueue: uniqueTaskQueue('plugin-clash'),
+        workflowBundle: { code: '' },
+        activities,
+        plugins: [
+          new SideEffectPlugin({
+            store: new MemoryStore(),
+            effects: { noop },
+            ttlMs: 1_000,
+            ...(legacyActivityNames === undefined ? {} : { legacyActivityNames }),
+          }),
+        ],
+      });
+    const clash = await create({ [libraryActivityNames.resolveKey]: async () => null }).catch(
+      (error: unknown) => error,
+    );
+    expect(clash).toBeInstanceOf(ActivityNameClashError);
+    expect(clash).toMatchObject({
+      code: 'ACTIVITY_NAME_CLASH',
+      names: [libraryActivityNames.resolveKey],
+    });
+    // A 0.1.0 name is taken too while the aliases are on; the message says how to drop them.
+    const legacy = await create({ inspectKey: async () => null, noop: async () => 1 }).catch(
+      (error: unknown) => error,
+    );
+    expect(legacy).toMatchObject({ code: 'ACTIVITY_NAME_CLASH', names: ['noop', 'inspectKey'] });
+    expect((legacy as Error).message).toMatch(/legacyActivityNames: false/);
+  });
+
+  it("runs beside the app's activities on its own Worker and starts ReconcileWorkflows through the app's Client", async () => {
+    const started: string[] = [];
+    const spy: WorkflowClientInterceptor = {
+      async signalWithStart(input, next) {
+        started.push(`${input.workflowType}:${input.options.workflowId}`);
+        return next(input);
+      },
+    };
+    const client = new Client({
+      connection,
+      namespace: TEMPORAL_NAMESPACE,
+      interceptors: { workflow: [spy] },
+    });
+    const store = new MemoryStore();
+    const lost = defineEffect({
+      resource: () => 'plugin-account',
+      async apply() {
+        throw new Error('connection reset after the write');
+      },
+    });
+    const taskQueue = uniqueTaskQueue('plugin');
+    const plugin = new SideEffectPlugin({ store, effects: { lost }, ttlMs: 2_000, client });
+    const worker = await Worker.create({
+      connection: native,
+      namespace: TEMPORAL_NAMESPACE,
+      taskQueue,
+      workflowBundle: await testBundle(),
+      activities: { greet: async () => 'hello' },
+      plugins: [plugin],
+    });
+    expect(plugin.client).toBe(client);
+    const workflowId = `${taskQueue}-lost`;
+    const key = `${workflowId}/lost`;
+    const outcome = await worker.runUntil(async () => {
+      const handle = await client.workflow.start('guarded', {
+        taskQueue,
+        workflowId,
+        args: ['lost', { amount: 1 }],
+      });
+      const reconcile = client.workflow.getHandle(reconcileWorkflowId(key));
+      await waitFor(
+        async () =>
+          (await reconcile.query(statusQuery).catch(() => undefined))?.state === 'waiting' ||
+          undefined,
+        'the reconcile to wait',
+      );
+      await reconcile.signal(resolveSignal, {
+        applied: true,
+        result: 'seen at the bank',
+        reason: 'checked',
+      });
+      return (await handle.result()) as SideEffectOutcome<unknown>;
+    });
+    expect(outcome).toEqual({ outcome: 'reconciled', result: 'seen at the bank', key });
+    expect(started).toEqual([`ReconcileWorkflow:${reconcileWorkflowId(key)}`]);
+    expect((await store.inspect(key))?.state).toBe('done');
+  });
+});
