@@ -34,25 +34,30 @@ export interface SideEffectPluginOptions
   extends Omit<SideEffectActivitiesOptions, 'client' | 'taskQueue' | 'searchAttributes'> {
   /**
    * Your app's Client: ReconcileWorkflows are started through it, so with its
-   * interceptors (OpenTelemetry...) and data converter. Default: a Client on the
-   * Worker's connection and namespace.
+   * interceptors (OpenTelemetry...) and data converter.
+   * @default a Client on the Worker's connection and namespace
    */
   client?: Client;
-  /** Where ReconcileWorkflows run. Default: the Worker's task queue. */
+  /**
+   * Where ReconcileWorkflows run.
+   * @default the Worker's task queue
+   */
   taskQueue?: string;
   /**
    * Every this many ms: `store.sweep()` and a ReconcileWorkflow for every
    * uncertain key without one (a worker died mid-apply and nobody retried).
-   * Default 60 000; 0 turns it off (run the `sideeffect.sweepAndReconcile` activity elsewhere then).
+   * 0 turns it off (run the `sideeffect.sweepAndReconcile` activity elsewhere then).
+   * @default 60_000
    */
   sweepEveryMs?: number;
   /**
    * The SideEffectKey/SideEffectResource/SideEffectState search attributes.
-   * `true` (default): checked at worker start; if the namespace lacks them, one
-   * warning names the `temporal operator search-attribute create` command and
-   * ReconcileWorkflows keep their details in the memo only. `'require'`: a
-   * missing attribute fails the worker's run with SearchAttributesMissingError.
-   * `false`: memo only, nothing checked.
+   * `true`: checked at worker start; if the namespace lacks them, one warning
+   * names the `temporal operator search-attribute create` command and
+   * ReconcileWorkflows keep their details in the memo only (nothing hangs).
+   * `'require'`: a missing attribute fails the worker's run with
+   * SearchAttributesMissingError. `false`: memo only, nothing checked.
+   * @default true
    */
   searchAttributes?: boolean | 'require';
 }

@@ -2,7 +2,7 @@ import type { Client, OperatorService } from '@temporalio/client';
 import { searchAttributeKeys } from '../workflows/protocol.js';
 
 /** The names of the search attributes ReconcileWorkflow upserts. */
-export const searchAttributeNames: string[] = Object.values(searchAttributeKeys).map(
+const searchAttributeNames: string[] = Object.values(searchAttributeKeys).map(
   (attribute) => attribute.name,
 );
 
