@@ -147,6 +147,8 @@ export class SideEffectPlugin implements WorkerPlugin {
   async runWorker(worker: Worker, next: (worker: Worker) => Promise<void>): Promise<void> {
     const setup = this.#configured();
     const running = next(worker);
+    // Awaited below; until then a fatal worker error must not count as an unhandled rejection.
+    running.catch(() => {});
     const refused = await this.#checkSearchAttributes(setup);
     if (refused) {
       worker.shutdown();
