@@ -1,3 +1,4 @@
+import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/store/memory.js';
 import { describeStoreConformance, type StoreFactory } from '../conformance/store-conformance.js';
 import { describeStoreProperties } from '../conformance/store-properties.js';
@@ -16,3 +17,16 @@ const memoryStore: StoreFactory = async () => {
 
 describeStoreConformance('MemoryStore', memoryStore);
 describeStoreProperties('MemoryStore', memoryStore, 1_000);
+
+describe('MemoryStore limits', () => {
+  it('maxTtlMs is configurable: a longer lease is refused with a typed error, nothing written', async () => {
+    const store = new MemoryStore({ limits: { maxTtlMs: 60_000 } });
+    const action = { key: 'k', resource: 'r' };
+    await expect(store.acquire(action, 60_001)).rejects.toMatchObject({
+      code: 'INVALID_ACTION',
+      field: 'ttlMs',
+    });
+    expect(await store.inspect('k')).toBeUndefined();
+    expect((await store.acquire(action, 60_000)).outcome).toBe('applied');
+  });
+});

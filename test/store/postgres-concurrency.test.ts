@@ -8,7 +8,12 @@
  * - no key applied twice unless declared `safe` (ledger rows per key);
  * - every done key's stored result names its ledger row (writer and fence);
  * - no stale write landed: per resource, ledger fences never go down in commit order;
- * - no key stuck: each ends done, uncertain or free.
+ * - no key stuck: each ends done, uncertain or free;
+ * - no store error: contention is never mistaken for an outage.
+ *
+ * Also on a database whose default isolation is SERIALIZABLE (the store runs its transactions at
+ * READ COMMITTED anyway) and through PgBouncer in transaction pooling mode (no named statements,
+ * no session state), with 1,000 keys so the file stays within a shared machine's time.
  *
  * The transactional variant runs the same abuse through Runner.executeInTransaction, the ledger
  * insert on the store's own transaction: every key ends done with exactly one ledger row, none
@@ -16,9 +21,15 @@
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
-import { type FreshSchema, freshSchema } from '../support/postgres.js';
+import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
+import {
+  databaseUrl,
+  databaseWithDefaultIsolation,
+  type FreshSchema,
+  freshSchema,
+} from '../support/postgres.js';
 import { keyOf, type WorkerConfig, type WorkerReport } from './pg-worker/plan.js';
 
 const WORKERS = 4;
@@ -44,8 +55,8 @@ function runWorker(config: WorkerConfig): Promise<WorkerReport> {
   });
 }
 
-async function ledgerSchema(): Promise<FreshSchema> {
-  const db = await freshSchema('pg_concurrency');
+async function ledgerSchema(url = databaseUrl()): Promise<FreshSchema> {
+  const db = await freshSchema('pg_concurrency', url);
   await migrate(db.pool, { schema: db.schema });
   await db.pool.query(`create table ledger (
     seq bigint generated always as identity primary key,
@@ -59,12 +70,15 @@ async function ledgerSchema(): Promise<FreshSchema> {
 
 describe('PgStore concurrency: 4 processes x 8 connections', () => {
   let db: FreshSchema;
+  let bouncer: PgBouncer | undefined;
   afterEach(() => db?.drop());
+  afterAll(() => bouncer?.stop());
 
   it('applies at most once, lands no stale write, leaves no key stuck', async () => {
     db = await ledgerSchema();
     const counts = await abuse(db, false);
     expect(counts.applies).toBeGreaterThanOrEqual(KEYS / 2);
+    expect(counts.storeErrors).toBe(0);
   });
 
   it('transactional: applies every key exactly once, none uncertain', async () => {
@@ -76,10 +90,43 @@ describe('PgStore concurrency: 4 processes x 8 connections', () => {
     expect(counts.keysAppliedTwice).toBe(0);
     expect(counts.outcomesUncertain).toBe(0);
   });
+
+  it('on a database whose default isolation is SERIALIZABLE: the same, 0 store errors', async () => {
+    const url = await databaseWithDefaultIsolation('serializable');
+    db = await ledgerSchema(url);
+    const counts = await abuse(db, false, { keys: 1_000, url, label: 'serializable default' });
+    expect(counts.applies).toBeGreaterThanOrEqual(500);
+    expect(counts.storeErrors).toBe(0);
+  }, 120_000);
+
+  it('through PgBouncer in transaction pooling mode: the same, named statements off', async () => {
+    bouncer = await startPgBouncer({ serverConnections: 20 });
+    db = await ledgerSchema();
+    const counts = await abuse(db, false, {
+      keys: 1_000,
+      url: bouncer.url,
+      transactionPooling: true,
+      label: 'PgBouncer, transaction pooling',
+    });
+    expect(counts.applies).toBeGreaterThanOrEqual(500);
+    expect(counts.storeErrors).toBe(0);
+  }, 120_000);
 });
 
-/** Runs the workers against `db`, checks what must hold in both modes, returns the counts. */
-async function abuse(db: FreshSchema, transactional: boolean) {
+/**
+ * Runs the workers against `db` (connecting through `url`: the schema's database, or PgBouncer in
+ * front of it), checks what must hold in every mode, returns the counts.
+ */
+async function abuse(
+  db: FreshSchema,
+  transactional: boolean,
+  {
+    keys: keyCount = KEYS,
+    url = databaseUrl(),
+    transactionPooling = false,
+    label = `transactional: ${transactional}`,
+  } = {},
+) {
   const started = performance.now();
   const reports = await Promise.all(
     Array.from({ length: WORKERS }, (_, worker) =>
@@ -87,7 +134,9 @@ async function abuse(db: FreshSchema, transactional: boolean) {
         worker,
         seed: 0x9e3779b9 + worker * 7919,
         schema: db.schema,
-        keys: KEYS,
+        databaseUrl: url,
+        transactionPooling,
+        keys: keyCount,
         resources: RESOURCES,
         lanes: 8,
         ttls: [50, 100, 200],
@@ -124,7 +173,7 @@ async function abuse(db: FreshSchema, transactional: boolean) {
 
   // No key applied twice unless declared safe.
   const twice: string[] = [];
-  for (let i = 0; i < KEYS; i++) {
+  for (let i = 0; i < keyCount; i++) {
     const spec = keyOf(i, { resources: RESOURCES });
     if (spec.retrySafety !== 'safe' && (writes.get(spec.key)?.length ?? 0) > 1)
       twice.push(spec.key);
@@ -154,7 +203,7 @@ async function abuse(db: FreshSchema, transactional: boolean) {
   expect(stale).toEqual([]);
 
   // No key stuck.
-  expect(keys).toHaveLength(KEYS);
+  expect(keys).toHaveLength(keyCount);
   const byState = new Map<string, number>();
   for (const row of keys) byState.set(row.state, (byState.get(row.state) ?? 0) + 1);
   expect([...byState.keys()].every((s) => ['done', 'uncertain', 'free'].includes(s))).toBe(true);
@@ -181,6 +230,6 @@ async function abuse(db: FreshSchema, transactional: boolean) {
     sweptUncertain: swept.uncertain.length,
     sweptFreed: swept.freed.length,
   };
-  console.log(`PgStore concurrency counts (transactional: ${transactional})`, counts);
+  console.log(`PgStore concurrency counts (${label})`, counts);
   return counts;
 }

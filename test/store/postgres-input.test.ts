@@ -1,7 +1,7 @@
 /**
  * Bad input against PgStore and PgFencedSink: each attempt gets a typed error (InvalidActionError,
  * code INVALID_ACTION) before anything is sent, and the tables are checked to be unchanged.
- * Limits are configured small here (keys 32 bytes, resources 16, payloads 64) to prove that
+ * Limits are configured small here (keys 32 bytes, resources 16, payloads 64, leases 1 minute) to prove that
  * `limits` is honoured; SQL metacharacters and non-ASCII are ordinary text and round-trip.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +10,13 @@ import type { PgStore } from '../../src/store/postgres/index.js';
 import { bytes, text } from '../support/bytes.js';
 import { type PgHarness, pgHarness } from './pg-support/harness.js';
 
-const LIMITS = { maxKeyBytes: 32, maxResourceBytes: 16, maxPayloadBytes: 64, maxReasonBytes: 40 };
+const LIMITS = {
+  maxKeyBytes: 32,
+  maxResourceBytes: 16,
+  maxPayloadBytes: 64,
+  maxReasonBytes: 40,
+  maxTtlMs: 60_000,
+};
 const TTL = 10_000;
 const ok: Action = { key: 'input-ok', resource: 'res-ok' };
 const lease = { resource: 'res-ok', fence: 1, ttlMs: TTL, expiresAt: 0 };
@@ -61,7 +67,10 @@ const attempts: Array<[string, (store: PgStore) => Promise<unknown>]> = [
   ['acquire: ttl NaN', (s) => s.acquire(ok, Number.NaN)],
   ['acquire: ttl Infinity', (s) => s.acquire(ok, Number.POSITIVE_INFINITY)],
   ['acquire: ttl 1.5', (s) => s.acquire(ok, 1.5)],
+  ['acquire: ttl over maxTtlMs', (s) => s.acquire(ok, 60_001)],
+  ['acquire: ttl 2^53-1', (s) => s.acquire(ok, Number.MAX_SAFE_INTEGER)],
   ['renew: ttl 0', (s) => s.renew(ok, lease, 0)],
+  ['renew: ttl over maxTtlMs', (s) => s.renew(ok, lease, 60_001)],
   ['renew: lease without a fence', (s) => s.renew(ok, { ...lease, fence: Number.NaN }, TTL)],
   [
     'complete: result over maxPayloadBytes',
@@ -88,6 +97,14 @@ const attempts: Array<[string, (store: PgStore) => Promise<unknown>]> = [
         result: { payload: new Uint8Array(65) },
         reason: 'r',
       }),
+  ],
+  [
+    'resolveUncertain: fence 0',
+    (s) => s.resolveUncertain('input-ok', { applied: false, reason: 'r', fence: 0 }),
+  ],
+  [
+    'resolveUncertain: fence not an integer',
+    (s) => s.resolveUncertain('input-ok', { applied: false, reason: 'r', fence: '2' as never }),
   ],
   [
     'resolveUncertain: NUL in key',

@@ -57,8 +57,11 @@ export interface FreshSchema {
   drop(): Promise<void>;
 }
 
-/** Creates a uniquely named, empty schema (e.g. `t_lease_m1abcdef_0a1b2c`) and a pool using it. */
-export async function freshSchema(prefix: string): Promise<FreshSchema> {
+/**
+ * Creates a uniquely named, empty schema (e.g. `t_lease_m1abcdef_0a1b2c`) and a pool using it, in
+ * the test database or the one at `url`.
+ */
+export async function freshSchema(prefix: string, url = databaseUrl()): Promise<FreshSchema> {
   const tag = prefix
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, '_')
@@ -66,12 +69,12 @@ export async function freshSchema(prefix: string): Promise<FreshSchema> {
     .slice(0, 30);
   const schema = `${SCHEMA_PREFIX}${tag}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
   const config: pg.PoolConfig = {
-    connectionString: databaseUrl(),
+    connectionString: url,
     connectionTimeoutMillis: 10_000,
     options: `-c search_path=${schema}`,
   };
 
-  const admin = new pg.Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5_000 });
+  const admin = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
   try {
     await admin.connect();
   } catch (error) {
@@ -89,7 +92,7 @@ export async function freshSchema(prefix: string): Promise<FreshSchema> {
   const drop = (): Promise<void> => {
     dropped ??= (async () => {
       await pool.end().catch(() => {});
-      const client = new pg.Client({ connectionString: databaseUrl() });
+      const client = new pg.Client({ connectionString: url });
       await client.connect();
       try {
         await client.query(`drop schema if exists ${quoteIdent(schema)} cascade`);
@@ -100,6 +103,35 @@ export async function freshSchema(prefix: string): Promise<FreshSchema> {
     return dropped;
   };
   return { pool, schema, config, drop };
+}
+
+/**
+ * The URL of a database of its own (created once, then kept) whose default isolation level is
+ * `level`, as a database or role setting of a real deployment can make it: for tests that the
+ * store does not depend on READ COMMITTED being the default.
+ */
+export async function databaseWithDefaultIsolation(
+  level: 'serializable' | 'repeatable read',
+): Promise<string> {
+  const name = `sideeffect_test_${level.replace(' ', '_')}`;
+  const admin = new pg.Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5_000 });
+  await admin.connect();
+  try {
+    const { rowCount } = await admin.query('select from pg_database where datname = $1', [name]);
+    if (rowCount === 0) {
+      await admin.query(`create database ${quoteIdent(name)}`).catch((error: { code?: string }) => {
+        if (error.code !== '42P04' && error.code !== '23505') throw error; // made meanwhile
+      });
+    }
+    await admin.query(
+      `alter database ${quoteIdent(name)} set default_transaction_isolation to '${level}'`,
+    );
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(databaseUrl());
+  url.pathname = `/${name}`;
+  return url.toString();
 }
 
 /**

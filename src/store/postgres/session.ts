@@ -46,17 +46,21 @@ export function checkout(pool: pg.Pool): Promise<Session> {
 const readCommittedByDefault = new WeakMap<pg.ClientBase, boolean>();
 
 /**
- * Runs `work` at READ COMMITTED whatever the database's or role's default: the store's functions
- * decide under row locks, and at REPEATABLE READ or SERIALIZABLE ordinary contention becomes
- * serialization failures that read as an outage. A connection whose default already is READ
- * COMMITTED (the usual case) runs `work` as it is, one round trip; any other gets it wrapped in
- * `begin isolation level read committed` ... `commit`. The default is asked once per connection
- * (through a transaction-mode pooler every server connection shares the role's and database's).
+ * Runs one statement at READ COMMITTED whatever the database's or role's default: the store's
+ * functions decide under row locks, and at REPEATABLE READ or SERIALIZABLE ordinary contention
+ * becomes serialization failures that read as an outage. On a connection whose default already is
+ * READ COMMITTED (the usual case) the statement runs as it is. On any other it runs inside
+ * `begin isolation level read committed` ... `commit`, sent as ONE simple query with the values
+ * inlined as literals: still one round trip, and the connection's session is left as it was (a
+ * pool passed in by the caller keeps its own default). The default is asked once per connection;
+ * behind a transaction-mode pooler every server connection shares the role's and database's.
+ * Statement texts must not contain `$n` other than as parameters.
  */
-export async function atReadCommitted<T>(
+export async function queryAtReadCommitted<R extends pg.QueryResultRow>(
   client: pg.ClientBase,
-  work: () => Promise<T>,
-): Promise<T> {
+  statement: { name?: string; text: string },
+  values: unknown[],
+): Promise<R[]> {
   let plain = readCommittedByDefault.get(client);
   if (plain === undefined) {
     const { rows } = await client.query<{ plain: boolean }>(
@@ -65,9 +69,25 @@ export async function atReadCommitted<T>(
     plain = rows[0]!.plain;
     readCommittedByDefault.set(client, plain);
   }
-  if (plain) return work();
-  await client.query('begin isolation level read committed');
-  const value = await work();
-  await client.query('commit');
-  return value;
+  if (plain) return (await client.query<R>({ ...statement, values })).rows;
+  const inlined = statement.text.replace(/\$(\d+)/g, (_, n: string) =>
+    literal(client, values[Number(n) - 1]),
+  );
+  const results = (await client.query(
+    `begin isolation level read committed; ${inlined}; commit`,
+  )) as unknown as pg.QueryResult<R>[];
+  return results[1]!.rows;
+}
+
+/** A parameter as an SQL literal, for the statement types the store sends. */
+function literal(client: pg.ClientBase, value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  if (typeof value === 'boolean') return String(value);
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  if (typeof value === 'string') return client.escapeLiteral(value);
+  if (value instanceof Uint8Array) {
+    const hex = Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex');
+    return `decode('${hex}', 'hex')`;
+  }
+  throw new TypeError(`no SQL literal for a ${typeof value} parameter`);
 }

@@ -38,7 +38,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { atReadCommitted, checkout, type Session } from './session.js';
+import { checkout, queryAtReadCommitted, type Session } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -128,6 +128,10 @@ interface KeyRow {
  * operation (see migrations/0001_init.sql), so every operation is ONE round trip that decides and
  * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
+ *
+ * Each operation runs at READ COMMITTED whatever the database's default, on a client whose
+ * connection errors are heard from checkout on; through PgBouncer in transaction mode set
+ * `transactionPooling`.
  *
  * Input is validated here before anything is sent (InvalidActionError, nothing written). A lost
  * connection or any other database failure is thrown as StoreUnavailableError with the cause:
@@ -516,9 +520,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
     let failed = false;
     try {
-      const { client } = session;
-      const query = { ...this.#sql[operation], values };
-      return (await atReadCommitted(client, () => client.query<R>(query))).rows;
+      return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);
     } catch (error) {
       failed = true;
       throw new StoreUnavailableError(operation, error);

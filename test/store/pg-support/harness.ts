@@ -20,9 +20,16 @@ export interface PgHarness {
 
 export async function pgHarness(
   prefix: string,
-  options: { limits?: Partial<Limits>; movableClock?: boolean } = {},
+  options: {
+    limits?: Partial<Limits>;
+    movableClock?: boolean;
+    /** The store and sink connect here (e.g. PgBouncer) instead of sharing the schema's pool. */
+    via?: { url: string; transactionPooling: boolean };
+    /** The database the schema is made in; default the test database. */
+    url?: string;
+  } = {},
 ): Promise<PgHarness> {
-  const db = await freshSchema(prefix);
+  const db = await freshSchema(prefix, options.url);
   // Tests kill backends on purpose; an idle connection that dies must not crash the test process.
   db.pool.on('error', () => {});
   await migrate(db.pool, { schema: db.schema });
@@ -35,8 +42,17 @@ export async function pgHarness(
         as $$ select at from test_clock $$;
     `);
   }
-  const store = new PgStore({ pool: db.pool, schema: db.schema, limits: options.limits });
-  const sink = new PgFencedSink({ pool: db.pool, schema: db.schema });
+  const via = options.via && new pg.Pool({ connectionString: options.via.url, max: 4 });
+  via?.on('error', () => {});
+  const pool = via ?? db.pool;
+  const transactionPooling = options.via?.transactionPooling ?? false;
+  const store = new PgStore({
+    pool,
+    schema: db.schema,
+    limits: options.limits,
+    transactionPooling,
+  });
+  const sink = new PgFencedSink({ pool, schema: db.schema, transactionPooling });
   return {
     db,
     store,
@@ -44,7 +60,10 @@ export async function pgHarness(
     advance: async (ms) => {
       await db.pool.query(`update test_clock set at = at + $1 * interval '1 millisecond'`, [ms]);
     },
-    close: () => db.drop(),
+    close: async () => {
+      await via?.end();
+      await db.drop();
+    },
   };
 }
 

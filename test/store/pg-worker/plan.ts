@@ -5,6 +5,10 @@ export interface WorkerConfig {
   worker: number;
   seed: number;
   schema: string;
+  /** Where the worker connects: the test database, one with another default isolation, or PgBouncer. */
+  databaseUrl: string;
+  /** The store and sink are told they sit behind a transaction-mode pooler. */
+  transactionPooling: boolean;
   keys: number;
   resources: number;
   lanes: number;

@@ -18,14 +18,14 @@ import {
   type TransactionContext,
 } from '../../../src/core/index.js';
 import { PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
-import { databaseUrl } from '../../support/postgres.js';
 import { keyOf, type WorkerConfig, type WorkerReport } from './plan.js';
 
 const config = JSON.parse(process.argv[2]!) as WorkerConfig;
-const pool = new pg.Pool({ connectionString: databaseUrl(), max: config.lanes });
+const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.lanes });
 pool.on('error', () => {});
-const store = new PgStore({ pool, schema: config.schema });
-const sink = new PgFencedSink({ pool, schema: config.schema });
+const { schema, transactionPooling } = config;
+const store = new PgStore({ pool, schema, transactionPooling });
+const sink = new PgFencedSink({ pool, schema, transactionPooling });
 const runners = config.ttls.map((ttlMs) => new Runner(store, { ttlMs }));
 const encoder = new TextEncoder();
 const insertLedger = `insert into "${config.schema}".ledger (key, resource, fence, writer) values ($1, $2, $3, $4)`;

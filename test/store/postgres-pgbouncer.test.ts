@@ -1,0 +1,21 @@
+/**
+ * PgStore through PgBouncer in transaction pooling mode (as managed Postgres offerings put it in
+ * front of the database): consecutive transactions may run on different server connections, so
+ * the store must send unnamed statements (`transactionPooling: true`) and keep no session state.
+ * The whole conformance suite, unchanged; the concurrency test runs through it too.
+ */
+import { afterAll } from 'vitest';
+import { describeStoreConformance } from '../conformance/store-conformance.js';
+import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
+import { pgHarness } from './pg-support/harness.js';
+
+let bouncer: Promise<PgBouncer> | undefined;
+afterAll(async () => {
+  await (await bouncer)?.stop();
+});
+
+describeStoreConformance('PgStore through PgBouncer (transaction pooling)', async () => {
+  bouncer ??= startPgBouncer({ serverConnections: 4 });
+  const { url } = await bouncer;
+  return pgHarness('pg_bouncer', { via: { url, transactionPooling: true } });
+});

@@ -1,0 +1,12 @@
+/**
+ * PgStore on a database whose default isolation is SERIALIZABLE (a database or role setting some
+ * deployments have): the store runs its transactions at READ COMMITTED anyway, so the whole
+ * conformance suite passes unchanged. The concurrency test checks it under contention.
+ */
+import { describeStoreConformance } from '../conformance/store-conformance.js';
+import { databaseWithDefaultIsolation } from '../support/postgres.js';
+import { pgHarness } from './pg-support/harness.js';
+
+describeStoreConformance('PgStore on a SERIALIZABLE-default database', async () =>
+  pgHarness('pg_serializable', { url: await databaseWithDefaultIsolation('serializable') }),
+);
