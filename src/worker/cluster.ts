@@ -3,15 +3,30 @@ import type { NativeConnectionOptions } from '@temporalio/worker';
 
 /** Overrides of what Temporal's client configuration says; each wins over the profile and the environment. */
 export interface ClusterOptions {
-  /** Frontend `host:port`. Default: `TEMPORAL_ADDRESS`, then the profile, then `127.0.0.1:7233` (the dev server). */
+  /**
+   * Frontend `host:port`.
+   * @default `TEMPORAL_ADDRESS`, then the profile's, then `127.0.0.1:7233` (the dev server)
+   */
   address?: string;
-  /** Default: `TEMPORAL_NAMESPACE`, then the profile, then `default`. */
+  /**
+   * The namespace.
+   * @default `TEMPORAL_NAMESPACE`, then the profile's, then `default`
+   */
   namespace?: string;
-  /** Profile of the config file. Default: `TEMPORAL_PROFILE`, then `default`. */
+  /**
+   * Profile of the config file.
+   * @default `TEMPORAL_PROFILE`, then `default`
+   */
   profile?: string;
-  /** The TOML config file. Default: `TEMPORAL_CONFIG_FILE`, then the `temporal` CLI's own file. */
+  /**
+   * The TOML config file.
+   * @default `TEMPORAL_CONFIG_FILE`, then the `temporal` CLI's own file
+   */
   configFile?: string;
-  /** The environment to read `TEMPORAL_*` from. Default `process.env`. */
+  /**
+   * The environment to read `TEMPORAL_*` from.
+   * @default process.env
+   */
   env?: Record<string, string | undefined>;
 }
 

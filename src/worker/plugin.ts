@@ -35,26 +35,31 @@ export interface SideEffectPluginOptions
   extends Omit<SideEffectActivitiesOptions, 'client' | 'taskQueue' | 'searchAttributes'> {
   /**
    * Your app's Client: ReconcileWorkflows are started through it, so with its
-   * interceptors (OpenTelemetry...) and data converter. Default: a Client on the
-   * Worker's connection and namespace.
+   * interceptors (OpenTelemetry...) and data converter.
+   * @default a Client on the Worker's connection and namespace
    */
   client?: Client;
-  /** Where ReconcileWorkflows run. Default: the Worker's task queue. */
+  /**
+   * Where ReconcileWorkflows run.
+   * @default the Worker's task queue
+   */
   taskQueue?: string;
   /**
    * About every this many ms (±20 % jitter): `store.sweep()` and a ReconcileWorkflow for
    * every uncertain key without one (a worker died mid-apply and nobody retried). Only the
-   * worker leading the store sweeps (a Postgres advisory lock). Default 60 000; 0 turns it
-   * off (run the `sideeffect.sweepAndReconcile` activity elsewhere then).
+   * worker leading the store sweeps (a Postgres advisory lock). 0 turns it off (run the
+   * `sideeffect.sweepAndReconcile` activity elsewhere then).
+   * @default 60_000
    */
   sweepEveryMs?: number;
   /**
    * The SideEffectKey/SideEffectResource/SideEffectState search attributes.
-   * `true` (default): checked at worker start; if the namespace lacks them, one
-   * warning names the `temporal operator search-attribute create` command and
-   * ReconcileWorkflows keep their details in the memo only. `'require'`: a
-   * missing attribute fails the worker's run with SearchAttributesMissingError.
-   * `false`: memo only, nothing checked.
+   * `true`: checked at worker start; if the namespace lacks them, one warning
+   * names the `temporal operator search-attribute create` command and
+   * ReconcileWorkflows keep their details in the memo only (nothing hangs).
+   * `'require'`: a missing attribute fails the worker's run with
+   * SearchAttributesMissingError. `false`: memo only, nothing checked.
+   * @default true
    */
   searchAttributes?: boolean | 'require';
 }
@@ -145,6 +150,8 @@ export class SideEffectPlugin implements WorkerPlugin {
   async runWorker(worker: Worker, next: (worker: Worker) => Promise<void>): Promise<void> {
     const setup = this.#configured();
     const running = next(worker);
+    // Awaited below; until then a fatal worker error must not count as an unhandled rejection.
+    running.catch(() => {});
     const refused = await this.#checkSearchAttributes(setup);
     if (refused) {
       worker.shutdown();

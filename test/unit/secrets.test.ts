@@ -8,11 +8,10 @@ const SECRET = 'secretpw';
 
 describe('no password in any output', () => {
   it('the CLI masks the connection strings it names in errors, human and --json', async () => {
-    const env = {
-      ...environment({}),
-      databaseUrl: `postgres://ops:${SECRET}@127.0.0.1:1/none`,
-      temporalAddress: `ops:${SECRET}@127.0.0.1:1`,
-    };
+    const env = environment({
+      DATABASE_URL: `postgres://ops:${SECRET}@127.0.0.1:1/none`,
+      TEMPORAL_ADDRESS: `ops:${SECRET}@127.0.0.1:1`,
+    });
     for (const json of [[], ['--json']]) {
       const lines: string[] = [];
       const code = await main(
