@@ -38,7 +38,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { checkout, queryAtReadCommitted, type Session } from './session.js';
+import { checkoutFor, queryAtReadCommitted } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -293,12 +293,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
     const operation = 'executeInTransaction';
-    let session: Session;
-    try {
-      session = await checkout(this.#pool);
-    } catch (error) {
-      throw new StoreUnavailableError(operation, error);
-    }
+    const session = await checkoutFor(this.#pool, operation);
     const { client } = session;
     // A query that failed leaves the connection unfit for the pool, like a lost one.
     let broken = false;
@@ -621,12 +616,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     operation: keyof typeof SQL,
     values: unknown[],
   ): Promise<R[]> {
-    let session: Session;
-    try {
-      session = await checkout(this.#pool);
-    } catch (error) {
-      throw new StoreUnavailableError(operation, error);
-    }
+    const session = await checkoutFor(this.#pool, operation);
     let failed = false;
     try {
       return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);
