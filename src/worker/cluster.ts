@@ -5,12 +5,12 @@ import type { NativeConnectionOptions } from '@temporalio/worker';
 export interface ClusterOptions {
   /**
    * Frontend `host:port`.
-   * @default `TEMPORAL_ADDRESS`, then the profile, then `127.0.0.1:7233` (the dev server)
+   * @default `TEMPORAL_ADDRESS`, then the profile's, then `127.0.0.1:7233` (the dev server)
    */
   address?: string;
   /**
-   * The Temporal namespace.
-   * @default `TEMPORAL_NAMESPACE`, then the profile, then `default`
+   * The namespace.
+   * @default `TEMPORAL_NAMESPACE`, then the profile's, then `default`
    */
   namespace?: string;
   /**

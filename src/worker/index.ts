@@ -12,11 +12,7 @@ import { SideEffectPlugin, type SideEffectPluginOptions } from './plugin.js';
 
 export { type ClusterOptions, type ClusterSettings, clusterSettings } from './cluster.js';
 export { defaultWorkflowsPath, SideEffectPlugin, type SideEffectPluginOptions } from './plugin.js';
-export {
-  missingSearchAttributes,
-  searchAttributeCreateCommand,
-  searchAttributeNames,
-} from './search-attributes.js';
+export { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 
 /** `createWorker`'s options: the plugin's options plus how to reach Temporal and which workflows to bundle. */
 export interface CreateWorkerOptions extends SideEffectPluginOptions, Omit<ClusterOptions, 'env'> {

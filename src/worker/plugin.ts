@@ -54,11 +54,11 @@ export interface SideEffectPluginOptions
   sweepEveryMs?: number;
   /**
    * The SideEffectKey/SideEffectResource/SideEffectState search attributes.
-   * `true` (default): checked at worker start; if the namespace lacks them, one
-   * warning names the `temporal operator search-attribute create` command and
-   * ReconcileWorkflows keep their details in the memo only. `'require'`: a
-   * missing attribute fails the worker's run with SearchAttributesMissingError.
-   * `false`: memo only, nothing checked.
+   * `true`: checked at worker start; if the namespace lacks them, one warning
+   * names the `temporal operator search-attribute create` command and
+   * ReconcileWorkflows keep their details in the memo only (nothing hangs).
+   * `'require'`: a missing attribute fails the worker's run with
+   * SearchAttributesMissingError. `false`: memo only, nothing checked.
    * @default true
    */
   searchAttributes?: boolean | 'require';
@@ -150,6 +150,8 @@ export class SideEffectPlugin implements WorkerPlugin {
   async runWorker(worker: Worker, next: (worker: Worker) => Promise<void>): Promise<void> {
     const setup = this.#configured();
     const running = next(worker);
+    // Awaited below; until then a fatal worker error must not count as an unhandled rejection.
+    running.catch(() => {});
     const refused = await this.#checkSearchAttributes(setup);
     if (refused) {
       worker.shutdown();

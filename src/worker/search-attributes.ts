@@ -2,7 +2,7 @@ import type { Client, OperatorService } from '@temporalio/client';
 import { searchAttributeKeys } from '../protocol/wire.js';
 
 /** The names of the search attributes ReconcileWorkflow upserts. */
-export const searchAttributeNames: string[] = Object.values(searchAttributeKeys).map(
+const searchAttributeNames: string[] = Object.values(searchAttributeKeys).map(
   (attribute) => attribute.name,
 );
 
@@ -18,7 +18,10 @@ export async function missingSearchAttributes(
   // Typed structurally: ConnectionLike only declares operatorService since SDK 1.15, every connection has it.
   const { operatorService } = client.connection as { operatorService?: OperatorService };
   if (!operatorService) throw new Error('the Client connection has no operator service');
-  const { customAttributes } = await operatorService.listSearchAttributes({ namespace });
+  // Bounded: a worker start must not hang on a frontend that never answers this one call.
+  const { customAttributes } = await client.connection.withDeadline(Date.now() + 10_000, () =>
+    operatorService.listSearchAttributes({ namespace }),
+  );
   return searchAttributeNames.filter((name) => customAttributes?.[name] === undefined);
 }
 

@@ -7,7 +7,15 @@
  * require() the ESM-only package.
  */
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -29,8 +37,24 @@ let db: FreshSchema;
 beforeAll(async () => {
   db = await freshSchema('packaging');
   mkdirSync(APP, { recursive: true });
+  // Packed from a copy, so `prepack` never cleans the work tree's dist/ under another test.
+  const staging = path.join(REPO_ROOT, 'test-output/packaging/staging');
+  rmSync(staging, { recursive: true, force: true });
+  for (const entry of [
+    'package.json',
+    'README.md',
+    'LICENSE',
+    'CHANGELOG.md',
+    'bin',
+    'src',
+    'docs',
+  ])
+    cpSync(path.join(REPO_ROOT, entry), path.join(staging, entry), { recursive: true });
+  for (const entry of ['tsconfig.json', 'tsconfig.build.json'])
+    cpSync(path.join(REPO_ROOT, entry), path.join(staging, entry));
+  symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(staging, 'node_modules'));
   const packed = await run('npm', ['pack', '--json', '--pack-destination', APP], {
-    cwd: REPO_ROOT,
+    cwd: staging,
     maxBuffer: 64 * 1024 * 1024,
   });
   const [{ filename }] = JSON.parse(packed.stdout) as [{ filename: string }];
@@ -72,7 +96,7 @@ describe(`the packed package in an app on SDK ${APP_SDK}`, () => {
       readFileSync(path.join(APP, 'node_modules/@temporalio/worker/package.json'), 'utf8'),
     ) as { version: string };
     expect(installed.version).toBe(APP_SDK);
-  });
+  }, 180_000);
 
   it("type-checks the app's own Client and NativeConnection against the library", async () => {
     writeFileSync(
@@ -96,7 +120,7 @@ describe(`the packed package in an app on SDK ${APP_SDK}`, () => {
       (error: { stdout: string }) => error,
     );
     expect(checked.stdout).toBe('');
-  });
+  }, 180_000);
 
   it('runs the uncertain path with the plugin on its own Worker: uncertain -> CLI resolve -> caller completes', async () => {
     const bundleOut = path.join(APP, 'bundle.js');
@@ -131,5 +155,5 @@ describe(`the packed package in an app on SDK ${APP_SDK}`, () => {
   it('serves a CommonJS consumer through require(esm)', async () => {
     const { stdout } = await run(process.execPath, ['consumer.cjs'], { cwd: APP });
     expect(JSON.parse(stdout)).toEqual({ first: 'applied', second: 'replayed', applied: 1 });
-  });
+  }, 180_000);
 });

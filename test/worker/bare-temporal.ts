@@ -50,7 +50,7 @@ export async function startBareTemporal(): Promise<BareTemporal> {
     await exited;
     clearTimeout(timer);
   };
-  const deadline = Date.now() + 90_000;
+  const deadline = Date.now() + 150_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`temporal dev server exited:\n${output}`);
     const connection = await Connection.connect({ address, connectTimeout: 2_000 }).catch(

@@ -61,7 +61,7 @@ beforeAll(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'sideeffect-envconfig-'));
   configFile = path.join(dir, 'temporal.toml');
   writeFileSync(configFile, `[profile.bare]\naddress = "${bare.address}"\nnamespace = "default"\n`);
-}, 180_000);
+}, 240_000);
 
 afterAll(async () => {
   await bare?.stop();

@@ -38,7 +38,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { checkout, queryAtReadCommitted, type Session } from './session.js';
+import { checkoutFor, queryAtReadCommitted } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -62,6 +62,8 @@ export interface PgStoreOptions extends PoolOptions {
    * @default defaultLimits (key 512 B, resource 256 B, payload and result 1 MiB, reason 4 KiB)
    */
   limits?: Partial<Limits>;
+  /** Keys deleted per transaction by `purge`; default 5,000. */
+  purgeBatchSize?: number;
 }
 
 /** First half of the sweep leader's advisory lock key (migrate() uses 0x5e1d); the second half is the schema's hash. */
@@ -71,23 +73,22 @@ const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
 
 const SQL = {
-  // A done key with this binding is answered by the first branch alone (a replay is one index
-  // read, no function call); anything else goes to acquire(), which decides under its locks.
-  acquire: (
-    s: string,
-  ) => `select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
+  // A done key with this binding is answered by one index read (`hit`, evaluated once and used
+  // twice), no function call; anything else goes to acquire(), which decides under its locks.
+  acquire: (s: string) => `with hit as materialized (
+      select result from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')
+    select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
       null::bigint as o_retry_after_ms, result as o_result, null::text as o_reason
-    from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done'
+    from hit
     union all
-    select * from ${s}.acquire($1, $2, $3, $4, $5, $6)
-    where not exists (select from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')`,
+    select * from ${s}.acquire($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
   complete: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
   resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
-  purge: (s: string) => `select ${s}.purge($1) as o_purged`,
+  purge: (s: string) => `select ${s}.purge_batch($1, $2) as o_purged`,
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
   list: (s: string) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at desc limit $2`,
@@ -175,8 +176,14 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #schema: string;
   /** Sweep leaders in this process, each on the session that holds the advisory lock. */
   readonly #leaders = new Map<object, pg.PoolClient>();
+  readonly #purgeBatch: number;
 
   constructor(options: PgStoreOptions = {}) {
+    const batch = options.purgeBatchSize ?? 5_000;
+    if (!Number.isSafeInteger(batch) || batch < 1 || batch > 2 ** 31 - 1) {
+      throw new InvalidActionError('purgeBatchSize', `must be a positive integer, got ${batch}`);
+    }
+    this.#purgeBatch = batch;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,
@@ -286,12 +293,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
     const operation = 'executeInTransaction';
-    let session: Session;
-    try {
-      session = await checkout(this.#pool);
-    } catch (error) {
-      throw new StoreUnavailableError(operation, error);
-    }
+    const session = await checkoutFor(this.#pool, operation);
     const { client } = session;
     // A query that failed leaves the connection unfit for the pool, like a lost one.
     let broken = false;
@@ -326,10 +328,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       const granted = await query<AcquireRow>(this.#sql.txAcquire, [a.key, a.resource, digest]);
       const row = granted.rows[0]!;
       if (row.o_outcome !== 'applied') {
-        // A conflict ends the transaction before the binding is looked up on another connection;
-        // anything else keeps what acquire concluded on the way (an expired holder).
-        if (row.o_outcome.startsWith('conflict:')) await rollBack();
-        else await commit();
+        // No other answer keeps a write; the transaction ends before a conflict's binding is
+        // looked up on another connection.
+        await rollBack();
         const acquisition = await this.#acquisition(a, ttlMs, row, true);
         return acquisition.outcome === 'uncertain'
           ? {
@@ -566,10 +567,20 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     return { count: int(row.count), oldestAgeMs: Math.max(0, int(row.oldest_age_ms)) };
   }
 
+  /**
+   * Deletes in batches of `purgeBatchSize` keys, each batch one short transaction (a key and its
+   * events go together), until a batch comes back short: purging millions of keys beside running
+   * callers holds neither millions of locks nor one long transaction. Returns the total.
+   */
   async purge(options: { olderThanMs: number }): Promise<number> {
     const olderThanMs = checkTtl(options?.olderThanMs);
-    const row = await this.#one<{ o_purged: string }>('purge', [olderThanMs]);
-    return int(row.o_purged);
+    let total = 0;
+    for (;;) {
+      const row = await this.#one<{ o_purged: string }>('purge', [olderThanMs, this.#purgeBatch]);
+      const purged = int(row.o_purged);
+      total += purged;
+      if (purged < this.#purgeBatch) return total;
+    }
   }
 
   /**
@@ -605,12 +616,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     operation: keyof typeof SQL,
     values: unknown[],
   ): Promise<R[]> {
-    let session: Session;
-    try {
-      session = await checkout(this.#pool);
-    } catch (error) {
-      throw new StoreUnavailableError(operation, error);
-    }
+    const session = await checkoutFor(this.#pool, operation);
     let failed = false;
     try {
       return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);
