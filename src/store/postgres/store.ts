@@ -62,7 +62,10 @@ export interface PgStoreOptions extends PoolOptions {
    * @default defaultLimits (key 512 B, resource 256 B, payload and result 1 MiB, reason 4 KiB)
    */
   limits?: Partial<Limits>;
-  /** Keys deleted per transaction by `purge`; default 5,000. */
+  /**
+   * Keys deleted per transaction by `purge`.
+   * @default 5_000
+   */
   purgeBatchSize?: number;
 }
 
