@@ -167,16 +167,19 @@ async function pair(ours: string, floor: string, concurrency: number): Promise<[
   return [median(a), median(b)];
 }
 
-/** Round trips of one execute, counted at the pool: the design says 2 (acquire, complete). */
+/** Round trips of one execute, counted at the connection: the design says 2 (acquire, complete). */
 async function roundTripsPerExecute(): Promise<number> {
   let queries = 0;
-  const counting = Object.create(pool) as pg.Pool;
-  counting.query = ((...args: Parameters<pg.Pool['query']>) => {
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     queries += 1;
-    return (pool.query as (...a: unknown[]) => unknown)(...args);
-  }) as pg.Pool['query'];
-  const counted = new Runner(new PgStore({ pool: counting, schema }), { ttlMs: 30_000 });
-  await counted.execute({ key: 'count-round-trips', resource: 'count' }, async () => result);
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof query;
+  try {
+    await runner.execute({ key: 'count-round-trips', resource: 'count' }, async () => result);
+  } finally {
+    pg.Client.prototype.query = query;
+  }
   return queries;
 }
 

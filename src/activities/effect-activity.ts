@@ -1,5 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import { NotAppliedError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
 import type { Store, TransactionContext } from '../core/store.js';
@@ -54,6 +55,8 @@ function guardedActivity(
   effect: AnyEffect,
   { runner, ttlMs, minContendedDelayMs }: EffectActivityContext,
 ) {
+  // A transactional effect's failure rolls everything back: it is never uncertain to begin with.
+  const definite = new Set(effect.transactional ? [] : (effect.definiteFailures ?? []));
   return async (request: EffectRequest<never>): Promise<EffectResponse> => {
     const context = Context.current();
     const { info } = context;
@@ -89,6 +92,7 @@ function guardedActivity(
     const execute: ExecuteOptions = {
       signal: context.cancellationSignal,
       onRenewed: (lease) => context.heartbeat({ key, fence: lease.fence }),
+      isDefinite: (error) => definite.has(failureType(error) ?? ''),
     };
     const recordable = (result: unknown): Result => {
       try {
@@ -147,6 +151,7 @@ function guardedActivity(
         });
       }
       case 'failed':
+        if (execution.definite) throw refusal(execution.error, key, action.resource);
         if (execution.error instanceof InvalidResult)
           throw nonRetryable(SideEffectFailureType.InvalidResult, execution.error.cause);
         throw execution.error;
@@ -212,6 +217,46 @@ export function probeActivity(effect: AnyEffect, store: Store) {
     }
     return { applied: true, result: answer.result };
   };
+}
+
+/** An ApplicationFailure's `type`, else the error's `name`: what `definiteFailures` lists. */
+function failureType(error: unknown): string | undefined {
+  if (error instanceof ApplicationFailure) return error.type ?? undefined;
+  return error instanceof Error ? error.name : undefined;
+}
+
+/**
+ * A definite refusal as the workflow sees it: non-retryable, with the apply's own type and
+ * details (a NotAppliedError without a type becomes `SideEffectNotApplied`), the key free again.
+ */
+function refusal(error: unknown, key: string, resource: string): ApplicationFailure {
+  const message = error instanceof Error ? error.message : String(error);
+  const cause = error instanceof Error ? error : undefined;
+  if (error instanceof NotAppliedError) {
+    return ApplicationFailure.create({
+      type: error.type ?? SideEffectFailureType.NotApplied,
+      message,
+      nonRetryable: true,
+      details: error.details.length > 0 ? error.details : [{ key, resource }],
+      cause,
+    });
+  }
+  if (error instanceof ApplicationFailure) {
+    return ApplicationFailure.create({
+      type: error.type ?? undefined,
+      message,
+      nonRetryable: true,
+      details: error.details ?? [],
+      ...(error.cause ? { cause: error.cause } : {}),
+    });
+  }
+  return ApplicationFailure.create({
+    type: failureType(error),
+    message,
+    nonRetryable: true,
+    details: [{ key, resource }],
+    cause,
+  });
 }
 
 /** apply succeeded but its result cannot be recorded; carried through the Runner to become SideEffectInvalidResult. */

@@ -51,6 +51,14 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
    */
   retrySafety?: RetrySafety;
   /**
+   * Error types that mean "the downstream refused, nothing took effect", e.g. `['CardDeclined']`:
+   * an apply error whose ApplicationFailure `type` (else its `name`) is listed releases the key
+   * and fails the workflow's call, non-retryable, with that type and details; nobody is paged.
+   * `NotAppliedError` always counts. Any other error still blocks the key as uncertain.
+   * @default none: only `NotAppliedError`
+   */
+  definiteFailures?: readonly string[];
+  /**
    * Slow work that must not touch the outside world; the lease is re-checked after it. The lease
    * is renewed and heartbeated during it too.
    * @default none: the grant goes straight to apply

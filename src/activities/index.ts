@@ -76,6 +76,11 @@ export interface SideEffectActivitiesOptions {
    * @default 1000
    */
   sweepLimit?: number;
+  /**
+   * A key whose ReconcileWorkflow the sweeper started is started again (use-existing: a no-op
+   * while it runs) only after this long, in case it was terminated. Default 1 hour.
+   */
+  restartReconcileAfterMs?: number;
 }
 
 /** The activities object to register on a Worker, keyed by activity type. */
@@ -148,6 +153,9 @@ export function createSideEffectActivities(
     taskQueue,
     reconcileInput,
     ...(options.sweepLimit === undefined ? {} : { sweepLimit: options.sweepLimit }),
+    ...(options.restartReconcileAfterMs === undefined
+      ? {}
+      : { restartAfterMs: options.restartReconcileAfterMs }),
   });
   for (const [method, name] of Object.entries(libraryActivityNames))
     activities[name] = reconcile[method as keyof ReconcileActivities];

@@ -12,6 +12,7 @@ import {
   type ResolveInput,
   reconcileWorkflowId,
   type Subscription,
+  statusQuery,
   subscribeSignal,
   type Verdict,
 } from '../workflows/protocol.js';
@@ -35,7 +36,7 @@ export interface ReconcileActivities {
   inspectKey(key: string): Promise<Verdict | null>;
   /** Records a verdict; `decided: false` when the store had already decided (first resolution wins), with that verdict. */
   resolveKey(key: string, resolution: ResolveInput): Promise<Verdict & { decided: boolean }>;
-  /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none. */
+  /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none (claimed in the store, so once per key and episode). */
   sweepAndReconcile(): Promise<SweepAndReconcileReport>;
 }
 
@@ -51,6 +52,7 @@ export function reconcileActivities({
   taskQueue,
   reconcileInput,
   sweepLimit = 1000,
+  restartAfterMs = 60 * 60 * 1000,
 }: {
   store: Store;
   effects: Record<string, AnyEffect>;
@@ -58,6 +60,7 @@ export function reconcileActivities({
   taskQueue: string;
   reconcileInput: (details: ReconcileInput) => ReconcileInput;
   sweepLimit?: number;
+  restartAfterMs?: number;
 }): ReconcileActivities {
   const reconcile: ReconcileActivities = {
     async ensureReconcile(request) {
@@ -71,6 +74,7 @@ export function reconcileActivities({
           'ensureReconcile runs inside a workflow',
         );
       const { key, resource, reason, effect, input } = request;
+      if (request.recheck && (await subscribed(key, subscriber))) return {};
       const probe = effect !== undefined && effects[effect]?.probe !== undefined;
       try {
         await client.workflow.signalWithStart<typeof ReconcileWorkflow, [Subscription]>(
@@ -120,7 +124,11 @@ export function reconcileActivities({
 
     async sweepAndReconcile() {
       const { uncertain, freed } = await store.sweep();
-      const open = await store.list({ state: 'uncertain', limit: sweepLimit, oldest: true });
+      // A store that remembers starts hands out each key once per episode; otherwise every
+      // uncertain key is started again (use-existing makes that harmless, not free).
+      const open = store.claimReconciles
+        ? await store.claimReconciles({ limit: sweepLimit, restartAfterMs })
+        : await store.list({ state: 'uncertain', limit: sweepLimit, oldest: true });
       const reconciling: string[] = [];
       for (const record of open) {
         await client.workflow.start<typeof ReconcileWorkflow>('ReconcileWorkflow', {
@@ -141,6 +149,21 @@ export function reconcileActivities({
       return { uncertain, freed, reconciling, backlog: await store.uncertainBacklog() };
     },
   };
+
+  /** Whether the key's ReconcileWorkflow runs and lists `subscriber`; any doubt (gone, no worker to answer) says no, and costs one harmless re-subscribe. */
+  async function subscribed(key: string, subscriber: string): Promise<boolean> {
+    const handle = client.workflow.getHandle<typeof ReconcileWorkflow>(reconcileWorkflowId(key));
+    try {
+      const { status } = await handle.describe();
+      if (status.name !== 'RUNNING') return false;
+      const { subscribers } = await client.connection.withDeadline(Date.now() + 10_000, () =>
+        handle.query(statusQuery),
+      );
+      return subscribers.includes(subscriber);
+    } catch {
+      return false;
+    }
+  }
 
   async function inspect(key: string): Promise<KeyRecord | undefined> {
     try {

@@ -17,7 +17,8 @@ export type SideEffectErrorCode =
   | 'MIGRATION_CONFLICT'
   | 'ACTIVITY_NAME_CLASH'
   | 'SEARCH_ATTRIBUTES_MISSING'
-  | 'NOT_TRANSACTIONAL';
+  | 'NOT_TRANSACTIONAL'
+  | 'NOT_APPLIED';
 
 /** Base of every error this library throws on purpose. */
 export abstract class SideEffectError extends Error {
@@ -252,5 +253,28 @@ export class SearchAttributesMissingError extends SideEffectError {
     super(
       `namespace "${namespace}" lacks the search attribute(s) ${missing.join(', ')}; register them with: ${command}`,
     );
+  }
+}
+
+/**
+ * Thrown by an apply when the downstream definitely refused and nothing took
+ * effect (card declined, validation error). The Runner releases the key instead
+ * of marking it uncertain, so nobody is paged to reconcile a refusal; in
+ * Temporal it fails the workflow's call with `type` (default
+ * `SideEffectNotApplied`) and `details`, non-retryable. Throw it only when
+ * sure: "unknown" stays the safe default for every other error.
+ */
+export class NotAppliedError extends SideEffectError {
+  readonly code = 'NOT_APPLIED';
+  /** The failure type the workflow sees, e.g. `CardDeclined`. */
+  readonly type: string | undefined;
+  readonly details: unknown[];
+  constructor(
+    message: string,
+    options: { type?: string; details?: unknown[]; cause?: unknown } = {},
+  ) {
+    super(message, options);
+    this.type = options.type;
+    this.details = options.details ?? [];
   }
 }

@@ -3,6 +3,7 @@ import {
   FenceStaleError,
   LeaseLostError,
   NoStoreError,
+  NotAppliedError,
   NotTransactionalError,
   OutcomeUnknownError,
   UnknownOutcomeError,
@@ -43,6 +44,12 @@ export interface ExecuteOptions {
    * @default none
    */
   onRenewed?: (lease: Lease) => void;
+  /**
+   * Which apply errors are definite refusals (nothing took effect), besides
+   * `NotAppliedError`: those release the key and end as `failed` with
+   * `definite: true` instead of blocking it as uncertain.
+   */
+  isDefinite?: (error: unknown) => boolean;
 }
 
 /**
@@ -53,14 +60,16 @@ export interface ExecuteOptions {
  * - `contended`: someone else holds the resource, nothing ran; retry later;
  * - `uncertain`: it may have taken effect; the key is blocked until reconciled;
  * - `failed`: granted but not applied (prepare failed, or an apply declared
- *   safe failed); nothing recorded, safe to retry.
+ *   safe failed); nothing recorded, safe to retry. `definite` when apply
+ *   reported a refusal (`NotAppliedError` or `isDefinite`): the key is free
+ *   again, and retrying the same input is likely to be refused again.
  */
 export type Execution =
   | { outcome: 'applied'; result: Result; lease: Lease }
   | { outcome: 'replayed'; result: Result }
   | { outcome: 'contended'; retryAfterMs: number; error?: LeaseLostError }
   | { outcome: 'uncertain'; reason: string; error: OutcomeUnknownError }
-  | { outcome: 'failed'; error: unknown };
+  | { outcome: 'failed'; error: unknown; definite?: true };
 
 /**
  * Fixes the order acquire -> prepare -> holder check -> apply -> complete or
@@ -192,6 +201,10 @@ export class Runner {
       try {
         result = await apply(prepared, { lease: keepAlive.lease, signal });
       } catch (error) {
+        if (error instanceof NotAppliedError || options.isDefinite?.(error)) {
+          await releaseQuietly(store, checked, keepAlive.lease);
+          return { outcome: 'failed', error, definite: true };
+        }
         if (checked.retrySafety === 'safe') {
           await releaseQuietly(store, checked, keepAlive.lease);
           return { outcome: 'failed', error };

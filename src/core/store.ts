@@ -115,6 +115,25 @@ export interface Store {
    * back to zero would let a stale holder's write through again.
    */
   purge(options: { olderThanMs: number }): Promise<number>;
+
+  /**
+   * Optional, for one sweeper per store: claims up to `limit` uncertain keys, oldest first,
+   * whose current episode has no ReconcileWorkflow started yet (or had one started more than
+   * `restartAfterMs` ago, in case it was terminated), and records the start. Atomic: two
+   * claimers never get the same key, so every worker may sweep and still each key gets one
+   * start per episode, not one per tick.
+   */
+  claimReconciles?(options: { limit: number; restartAfterMs: number }): Promise<KeyRecord[]>;
+
+  /**
+   * Optional: makes `owner` the one sweeper of this store if nobody else is (true), keeps it
+   * while it is (true again), or answers false while another owner leads. A leader that dies
+   * loses it on its own (a Postgres session lock ends with the session).
+   */
+  leadSweep?(owner: object): Promise<boolean>;
+
+  /** Optional: gives up the leadership `owner` holds, so another sweeper takes over at once. */
+  resignSweep?(owner: object): Promise<void>;
 }
 
 /**

@@ -66,6 +66,9 @@ export class MemoryStore implements Store {
   readonly #keys = new Map<Key, KeyRow>();
   readonly #resources = new Map<string, ResourceRow>();
   readonly #events: KeyEvent[] = [];
+  /** Per uncertain key: the episode (fence) a ReconcileWorkflow was started for, and when. */
+  readonly #reconcileStarts = new Map<Key, { fence: Fence; at: number }>();
+  #sweepLeader: object | undefined;
   readonly #now: () => number;
   readonly #limits: Limits;
 
@@ -233,11 +236,35 @@ export class MemoryStore implements Store {
     for (const row of [...this.#keys.values()]) {
       if (row.state !== 'done' || row.updatedAt >= cutoff) continue;
       this.#keys.delete(row.key);
+      this.#reconcileStarts.delete(row.key);
       purged += 1;
     }
     const kept = this.#events.filter((event) => this.#keys.has(event.key));
     this.#events.splice(0, this.#events.length, ...kept);
     return purged;
+  }
+
+  async claimReconciles(options: { limit: number; restartAfterMs: number }): Promise<KeyRecord[]> {
+    const now = this.#now();
+    const claimed: KeyRecord[] = [];
+    for (const record of await this.list({ state: 'uncertain', oldest: true })) {
+      if (claimed.length >= options.limit) break;
+      const started = this.#reconcileStarts.get(record.key);
+      if (started?.fence === record.fence && started.at > now - options.restartAfterMs) continue;
+      this.#reconcileStarts.set(record.key, { fence: record.fence, at: now });
+      claimed.push(record);
+    }
+    return claimed;
+  }
+
+  /** In one process, the first owner to ask leads until it resigns. */
+  async leadSweep(owner: object): Promise<boolean> {
+    this.#sweepLeader ??= owner;
+    return this.#sweepLeader === owner;
+  }
+
+  async resignSweep(owner: object): Promise<void> {
+    if (this.#sweepLeader === owner) this.#sweepLeader = undefined;
   }
 
   #resource(name: string): ResourceRow {

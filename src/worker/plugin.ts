@@ -18,6 +18,7 @@ import {
   InvalidActionError,
   SearchAttributesMissingError,
 } from '../core/errors.js';
+import { lifecycleDefaults } from './lifecycle.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 import { Sweeper } from './sweeper.js';
 
@@ -44,9 +45,10 @@ export interface SideEffectPluginOptions
    */
   taskQueue?: string;
   /**
-   * Every this many ms: `store.sweep()` and a ReconcileWorkflow for every
-   * uncertain key without one (a worker died mid-apply and nobody retried).
-   * 0 turns it off (run the `sideeffect.sweepAndReconcile` activity elsewhere then).
+   * About every this many ms (±20 % jitter): `store.sweep()` and a ReconcileWorkflow for
+   * every uncertain key without one (a worker died mid-apply and nobody retried). Only the
+   * worker leading the store sweeps (a Postgres advisory lock). 0 turns it off (run the
+   * `sideeffect.sweepAndReconcile` activity elsewhere then).
    * @default 60_000
    */
   sweepEveryMs?: number;
@@ -130,7 +132,8 @@ export class SideEffectPlugin implements WorkerPlugin {
     if (clash.length > 0) throw new ActivityNameClashError(clash);
     this.#setup = { activities, client, namespace };
     return {
-      ...options,
+      ...lifecycleDefaults(this.#options.ttlMs),
+      ...definedOnly(options),
       activities: { ...own, ...activities },
       ...(options.workflowsPath || options.workflowBundle
         ? {}
@@ -156,7 +159,8 @@ export class SideEffectPlugin implements WorkerPlugin {
       throw refused;
     }
     const everyMs = this.#options.sweepEveryMs ?? 60_000;
-    const sweeper = everyMs > 0 ? new Sweeper(setup.activities, everyMs) : undefined;
+    const sweeper =
+      everyMs > 0 ? new Sweeper(this.#options.store, setup.activities, everyMs) : undefined;
     try {
       await running;
     } finally {
@@ -203,4 +207,11 @@ export class SideEffectPlugin implements WorkerPlugin {
       throw new InvalidActionError('plugin', 'SideEffectPlugin is not registered on a Worker yet');
     return this.#setup;
   }
+}
+
+/** The options the host set, so an option left `undefined` does not hide a default under it. */
+function definedOnly(options: WorkerOptions): WorkerOptions {
+  return Object.fromEntries(
+    Object.entries(options).filter(([, value]) => value !== undefined),
+  ) as WorkerOptions;
 }

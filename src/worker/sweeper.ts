@@ -1,29 +1,61 @@
 import { Runtime } from '@temporalio/worker';
 import type { SideEffectActivities } from '../activities/index.js';
+import type { Store } from '../core/store.js';
 import { libraryActivityNames } from '../workflows/protocol.js';
 import { publishBacklog } from './backlog-gauges.js';
 
-/** Runs sweepAndReconcile on a timer, one at a time; a failed sweep is logged and retried at the next tick. */
-export class Sweeper {
-  readonly #timer: ReturnType<typeof setInterval>;
-  #running: Promise<void> | undefined;
+/** How far each pause between sweeps strays from the period, as a fraction of it. */
+const JITTER = 0.2;
 
-  constructor(activities: SideEffectActivities, everyMs: number) {
-    this.#timer = setInterval(() => {
-      this.#running ??= activities[libraryActivityNames.sweepAndReconcile]()
-        .then(publishBacklog, (error: unknown) =>
-          Runtime.instance().logger.warn('sideeffect sweep failed', {
-            error: error instanceof Error ? error.message : String(error),
-          }),
-        )
-        .finally(() => {
-          this.#running = undefined;
-        });
-    }, everyMs);
+/**
+ * Runs sweepAndReconcile about every `everyMs` (±20 %, so workers started together do not
+ * sweep in lockstep), one at a time, and only while this sweeper leads the store
+ * (`Store.leadSweep`: a Postgres advisory lock, or the first in-process sweeper of a
+ * MemoryStore). Every worker runs one; one of them sweeps. A failed sweep is logged and
+ * retried at the next tick.
+ */
+export class Sweeper {
+  readonly #store: Store;
+  readonly #activities: SideEffectActivities;
+  readonly #everyMs: number;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #running: Promise<void> | undefined;
+  #stopped = false;
+
+  constructor(store: Store, activities: SideEffectActivities, everyMs: number) {
+    this.#store = store;
+    this.#activities = activities;
+    this.#everyMs = everyMs;
+    this.#schedule();
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
+    this.#stopped = true;
+    clearTimeout(this.#timer);
     await this.#running;
+    await this.#store.resignSweep?.(this).catch(() => {});
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    const pause = this.#everyMs * (1 - JITTER + 2 * JITTER * Math.random());
+    this.#timer = setTimeout(() => {
+      this.#running = this.#tick().finally(() => {
+        this.#running = undefined;
+        this.#schedule();
+      });
+    }, pause);
+  }
+
+  async #tick(): Promise<void> {
+    try {
+      const leads = this.#store.leadSweep ? await this.#store.leadSweep(this) : true;
+      if (leads && !this.#stopped)
+        publishBacklog(await this.#activities[libraryActivityNames.sweepAndReconcile]());
+    } catch (error) {
+      Runtime.instance().logger.warn('sideeffect sweep failed', {
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
   }
 }

@@ -23,6 +23,8 @@ export const SideEffectFailureType = {
   TooManyInFlight: 'SideEffectTooManyInFlight',
   /** The store could not be reached; retryable. */
   StoreUnavailable: 'SideEffectStoreUnavailable',
+  /** apply threw a `NotAppliedError` without its own type: the downstream refused, the key is free; non-retryable. */
+  NotApplied: 'SideEffectNotApplied',
   /** The activity's timeouts cannot work with the lease TTL (heartbeat timeout not above ttl/3); non-retryable. */
   Misconfigured: 'SideEffectMisconfigured',
 } as const;

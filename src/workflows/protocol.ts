@@ -45,6 +45,12 @@ export interface Verdict<R = unknown> {
 export interface EnsureReconcileRequest extends UncertainDetails {
   effect?: string;
   input?: unknown;
+  /**
+   * A periodic re-check of a caller already subscribed: subscribe again only if the
+   * key's ReconcileWorkflow is gone or does not list the caller (say it was terminated
+   * and the sweeper started a fresh one), so rechecks add nothing to its history.
+   */
+  recheck?: boolean;
 }
 
 /** The store already decided the key: act on `verdict` now, no ReconcileWorkflow is waited for. */
@@ -97,6 +103,28 @@ export interface ReconcileInput extends UncertainDetails {
    * decide a later episode of the key. Absent in runs started before 0.2.0.
    */
   fence?: number;
+  /**
+   * Continue as new past this many history events (or 1 MiB of history), even if the server
+   * does not suggest it yet (it also does when `continueAsNewSuggested`); far below Temporal's
+   * 51 200-event limit, and small enough to replay in one workflow task.
+   * @default 500
+   */
+  continueAsNewAfterEvents?: number;
+  /** Set by the run this one continues: what a wait of months must not forget. */
+  carried?: ReconcileCarried;
+}
+
+/** What a waiting ReconcileWorkflow hands to its next run when it continues as new. */
+export interface ReconcileCarried {
+  waitingSince: string;
+  subscribers: string[];
+  rejected: RejectedResolve[];
+  /** The effect to probe (learned from the input or a subscriber) and whether it was already asked. */
+  probe?: { effect: string; input: unknown; done: boolean };
+  /** When the next reminder is due (epoch ms), so continuing does not push it back. */
+  remindAt: number;
+  /** How many runs came before this one. */
+  runs: number;
 }
 
 /** How a reconcile ended; the ReconcileWorkflow's result and the Update's answer. */
@@ -111,8 +139,11 @@ export interface ReconcileResolution<R = unknown> extends Verdict<R> {
 /** A `resolve` signal that was refused, kept so an operator sees why nothing happened. */
 export interface RejectedResolve {
   at: string;
+  /** The input as sent; when its JSON is over 2,048 characters, its first 2,048 as a string (see `inputChars`). */
   input: unknown;
   error: string;
+  /** Set when `input` was cut: the length of the whole input's JSON. */
+  inputChars?: number;
 }
 
 /** The `status` query's answer. */
@@ -128,6 +159,8 @@ export interface ReconcileStatus {
   rejected: RejectedResolve[];
   subscribers: string[];
   resolution?: ReconcileResolution;
+  /** How many earlier runs this wait continued as new from (0 in the first run). */
+  runs?: number;
 }
 
 /** A workflow waiting on the key; carries the effect so a reconcile started without it (by the sweeper) can still probe. */

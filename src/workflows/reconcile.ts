@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   allHandlersFinished,
   condition,
+  continueAsNew,
   currentUpdateInfo,
   getExternalWorkflowHandle,
   log,
@@ -30,6 +31,7 @@ import {
   namespacedActivitiesPatch,
   type ProbeAnswer,
   probeActivityName,
+  type ReconcileCarried,
   type ReconcileInput,
   type ReconcileResolution,
   type ReconcileStatus,
@@ -49,6 +51,27 @@ import {
 const HOUR = 60 * 60 * 1000;
 /** Refused signals kept for the status query; older ones stay in the history. */
 const MAX_REJECTED = 20;
+/** A refused input kept whole up to this JSON length; a longer one is kept as its first characters, so `status` stays small. */
+const MAX_REJECTED_INPUT_CHARS = 2048;
+/**
+ * A `resolve` input with longer JSON is refused before anything else is looked at: the store
+ * records at most 1 MiB of result, and a few such inputs kept whole would break the `status`
+ * query. Counted in characters, not bytes, so a huge input costs one pass, not two.
+ */
+export const MAX_RESOLVE_INPUT_CHARS = 1024 * 1024;
+/**
+ * Bounds under the server's own `continueAsNewSuggested` (Temporal terminates a run at 51 200
+ * events or 50 MB). Kept low because a worker that lost the run from its cache (and a
+ * continue-as-new refused because a signal arrived meanwhile does that) replays the whole
+ * history in one workflow task: thousands of signals or a megabyte input would make every
+ * such task slow enough to time out, and the next attempt slower still.
+ */
+const CONTINUE_AS_NEW_AFTER_EVENTS = 500;
+const CONTINUE_AS_NEW_AFTER_BYTES = 1024 * 1024;
+/** Marks runs that refuse an oversized `resolve` signal in the workflow instead of sending it to the store. */
+export const SIZE_LIMIT_PATCH = 'sideeffect-resolve-size-limit';
+/** Marks runs that may continue as new; histories recorded before it never do, so they replay unchanged. */
+export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
 const MAX_REASON_BYTES = 4096;
 const MAX_BY_BYTES = 512;
 const RESOLVE_FIELDS = new Set(['applied', 'result', 'reason', 'by', 'fence']);
@@ -80,6 +103,18 @@ const probeOptions = {
 
 /** Why `input` is not a valid `resolve` payload, or undefined if it is. Mirrors the store's own checks, so what passes here is accepted there. */
 export function resolveInputError(input: unknown): string | undefined {
+  return resolveInputSizeError(input) ?? resolveInputShapeError(input);
+}
+
+/** Why `input` is too large to be a `resolve` payload, or undefined. */
+function resolveInputSizeError(input: unknown): string | undefined {
+  const length = jsonOf(input)?.length ?? 0;
+  if (length > MAX_RESOLVE_INPUT_CHARS)
+    return `input is ${length} characters of JSON, over the limit of ${MAX_RESOLVE_INPUT_CHARS}`;
+  return undefined;
+}
+
+function resolveInputShapeError(input: unknown): string | undefined {
   if (typeof input !== 'object' || input === null || Array.isArray(input))
     return 'expected one JSON object like {"applied": true, "result": ..., "reason": "...", "by": "..."}';
   const fields = input as Record<string, unknown>;
@@ -107,6 +142,24 @@ function textError(field: string, value: unknown, maxBytes: number): string | un
   return undefined;
 }
 
+/** The value's JSON text, or undefined for what JSON cannot encode. */
+function jsonOf(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A refused input as the status query keeps it: whole when small, else its first characters and its JSON length. */
+function keptInput(raw: unknown): Pick<RejectedResolve, 'input' | 'inputChars'> {
+  const json = jsonOf(raw);
+  if (json === undefined) return { input: String(raw).slice(0, MAX_REJECTED_INPUT_CHARS) };
+  if (json.length <= MAX_REJECTED_INPUT_CHARS) return { input: raw };
+  // Back to whole code points: a cut surrogate pair is not valid text.
+  return { input: json.slice(0, MAX_REJECTED_INPUT_CHARS).toWellFormed(), inputChars: json.length };
+}
+
 function utf8Length(text: string): number {
   let bytes = 0;
   for (const char of text) {
@@ -119,6 +172,10 @@ function utf8Length(text: string): number {
 /** What the UI's signal list and Update list say about `resolve`. */
 const RESOLVE_SIGNAL_DESCRIPTION =
   'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "..."} or {"applied": false, "reason": "...", "by": "..."}. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
+const SUBSCRIBE_SIGNAL_DESCRIPTION =
+  'Sent by sideEffect() in a workflow waiting on this key, to be told the verdict. Not for people.';
+const STATUS_QUERY_DESCRIPTION =
+  'Where this reconcile stands: key, resource, reason, fence, state, and the refused resolve signals with why.';
 const RESOLVE_UPDATE_DESCRIPTION =
   'Decide this uncertain key and wait for the final resolution; refused synchronously when malformed. Same input as the resolve signal.';
 
@@ -140,36 +197,50 @@ interface Offer {
  * `status` query and ignored, so a typo never decides a payment.
  */
 export async function ReconcileWorkflow(input: ReconcileInput): Promise<ReconcileResolution> {
-  const { key, resource, reason, effect } = input;
+  const { key, resource, reason, effect, carried } = input;
   const remindEveryMs = input.remindEveryMs ?? HOUR;
   const indexed = input.searchAttributes !== false;
+  const eventBound = input.continueAsNewAfterEvents ?? CONTINUE_AS_NEW_AFTER_EVENTS;
   const store = activityNames(patched(namespacedActivitiesPatch));
-  const waitingSince = new Date().toISOString();
-  const subscribers = new Set<string>();
-  const rejected: RejectedResolve[] = [];
+  const waitingSince = carried?.waitingSince ?? new Date().toISOString();
+  const subscribers = new Set<string>(carried?.subscribers);
+  const rejected: RejectedResolve[] = [...(carried?.rejected ?? [])];
+  const runs = carried?.runs ?? 0;
   let state: ReconcileStatus['state'] = 'checking';
-  let probeFor = input.probe && effect ? { effect, input: input.input } : undefined;
-  let probed = false;
+  let probeFor =
+    carried?.probe ?? (input.probe && effect ? { effect, input: input.input } : undefined);
+  let probed = carried?.probe?.done ?? false;
   let offer: Offer | undefined;
   let resolution: ReconcileResolution | undefined;
   let decidedBy: DecidedByLabel = 'store';
+  // The first wait of a continued run keeps the reminder the previous run had scheduled.
+  let remindAt = carried?.remindAt;
 
   const refuse = (raw: unknown, error: string): void => {
-    rejected.push({ at: new Date().toISOString(), input: raw, error });
+    rejected.push({ at: new Date().toISOString(), ...keptInput(raw), error });
     if (rejected.length > MAX_REJECTED) rejected.shift();
     log.warn('resolve refused; still waiting', { key, error });
   };
 
-  setHandler(subscribeSignal, (subscription) => {
-    subscribers.add(subscription.workflowId);
-    // A reconcile started by the sweeper does not know the effect; its first subscriber does.
-    if (!probeFor && subscription.probe && subscription.effect)
-      probeFor = { effect: subscription.effect, input: subscription.input };
-  });
+  setHandler(
+    subscribeSignal,
+    (subscription) => {
+      subscribers.add(subscription.workflowId);
+      // A reconcile started by the sweeper does not know the effect; its first subscriber does.
+      if (!probeFor && subscription.probe && subscription.effect)
+        probeFor = { effect: subscription.effect, input: subscription.input };
+    },
+    { description: SUBSCRIBE_SIGNAL_DESCRIPTION },
+  );
   setHandler(
     resolveSignal,
     (raw: unknown) => {
-      const error = resolveInputError(raw);
+      // A well-formed but oversized verdict went to the store before the size limit (and was
+      // refused there): histories of that keep replaying the old way.
+      const oversized = resolveInputSizeError(raw);
+      const error =
+        resolveInputShapeError(raw) ??
+        (oversized && patched(SIZE_LIMIT_PATCH) ? oversized : undefined);
       if (error) refuse(raw, error);
       else if (offer)
         refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
@@ -204,24 +275,30 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       },
     },
   );
-  setHandler(statusQuery, () => {
-    const status: ReconcileStatus = {
-      key,
-      resource,
-      reason,
-      state,
-      waitingSince,
-      rejected: [...rejected],
-      subscribers: [...subscribers],
-    };
-    if (effect) status.effect = effect;
-    if (input.fence !== undefined) status.fence = input.fence;
-    if (resolution) status.resolution = resolution;
-    return status;
-  });
+  setHandler(
+    statusQuery,
+    () => {
+      const status: ReconcileStatus = {
+        key,
+        resource,
+        reason,
+        state,
+        waitingSince,
+        rejected: [...rejected],
+        subscribers: [...subscribers],
+        runs,
+      };
+      if (effect) status.effect = effect;
+      if (input.fence !== undefined) status.fence = input.fence;
+      if (resolution) status.resolution = resolution;
+      return status;
+    },
+    { description: STATUS_QUERY_DESCRIPTION },
+  );
 
-  upsertMemo({ key, resource, reason, ...(effect ? { effect } : {}) });
-  if (indexed) {
+  // A continued run inherits memo and search attributes from the run before.
+  if (!carried) upsertMemo({ key, resource, reason, ...(effect ? { effect } : {}) });
+  if (indexed && !carried) {
     upsertSearchAttributes([
       { key: searchAttributeKeys.key, value: key },
       { key: searchAttributeKeys.resource, value: resource },
@@ -286,10 +363,13 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       continue;
     }
     state = 'waiting';
-    const woken = await condition(
-      () => offer !== undefined || (probeFor !== undefined && !probed),
-      remindEveryMs,
-    );
+    // Whether this run should hand over to a fresh one; asked only once the history is long, so
+    // histories recorded before the patch (all short) replay without ever reaching it.
+    const handOver = () => historyTooLong(eventBound) && patched(CONTINUE_AS_NEW_PATCH);
+    const pending = () => offer !== undefined || (probeFor !== undefined && !probed);
+    const dueIn = remindAt === undefined ? remindEveryMs : Math.max(remindAt - Date.now(), 1);
+    remindAt = Date.now() + dueIn;
+    const woken = await condition(() => pending() || handOver(), dueIn);
     if (!woken) {
       log.warn('side effect outcome still uncertain: waiting for a resolve signal', {
         key,
@@ -298,7 +378,25 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
         waitingSince,
         workflowId: workflowInfo().workflowId,
       });
+      remindAt = undefined;
+      continue;
     }
+    if (pending() || !handOver()) {
+      remindAt = undefined;
+      continue;
+    }
+    // Signals and Updates still running would be lost with this run: let them finish first.
+    await condition(allHandlersFinished);
+    if (pending()) continue;
+    const next: ReconcileCarried = {
+      waitingSince,
+      subscribers: [...subscribers],
+      rejected,
+      remindAt,
+      runs: runs + 1,
+      ...(probeFor ? { probe: { ...probeFor, done: probed } } : {}),
+    };
+    await continueAsNew<typeof ReconcileWorkflow>({ ...input, carried: next });
   }
 
   state = 'resolved';
@@ -310,6 +408,16 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   await notifySubscribers(key, resolution, subscribers);
   await condition(allHandlersFinished);
   return resolution;
+}
+
+/** The server suggests continuing (history count or size), or this run passed its own bounds. */
+function historyTooLong(eventBound: number): boolean {
+  const info = workflowInfo();
+  return (
+    info.continueAsNewSuggested ||
+    info.historyLength > eventBound ||
+    info.historySize > CONTINUE_AS_NEW_AFTER_BYTES
+  );
 }
 
 /**

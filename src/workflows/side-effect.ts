@@ -1,4 +1,5 @@
 import {
+  ActivityCancellationType,
   type ActivityOptions,
   ApplicationFailure,
   condition,
@@ -52,8 +53,10 @@ export interface SideEffectOptions extends ActivityOptions {
    */
   onUncertain?: 'wait' | 'throw';
   /**
-   * While waiting, how often to re-ask the store and re-subscribe, in case the
-   * ReconcileWorkflow was terminated or its signal never arrived.
+   * While waiting, when to first re-ask the store, in case the ReconcileWorkflow was
+   * terminated or its signal never arrived (it subscribes again only then). Each later
+   * recheck waits twice as long, up to once a day, so a wait of months adds a bounded
+   * number of events per day to this workflow's history.
    * @default '1 hour'
    */
   recheckEvery?: Duration;
@@ -88,9 +91,21 @@ const defaultEffectOptions: ActivityOptions = {
   heartbeatTimeout: '1 minute',
 };
 
+/**
+ * Marks callers whose effect activities wait for a cancelled apply to stop: the workflow then
+ * learns how the apply really ended (done, or uncertain) instead of moving on while it still runs.
+ * Histories recorded before it (TRY_CANCEL) replay unchanged.
+ */
+export const WAIT_CANCELLATION_PATCH = 'sideeffect-effect-wait-cancellation';
+
 const reconcileActivities = proxyActivities<
   Record<string, (request: EnsureReconcileRequest) => Promise<EnsureReconcileResponse>>
 >({ startToCloseTimeout: '1 minute' });
+
+/** Marks callers that recheck with backoff and without re-subscribing; histories recorded before it replay the old loop. */
+export const RECHECK_PATCH = 'sideeffect-recheck-backoff';
+/** Rechecks never space out beyond this (unless `recheckEvery` itself is longer). */
+const MAX_RECHECK_MS = 24 * 60 * 60 * 1000;
 
 /** Verdicts delivered by `reconciled` signals, by key: several waiting calls in one workflow never take each other's. */
 const verdicts = new Map<string, Verdict>();
@@ -132,10 +147,14 @@ export async function runSideEffect<R = unknown, I = unknown>(
   options: SideEffectOptions = {},
 ): Promise<SideEffectOutcome<R>> {
   const { step = effect, key, onUncertain = 'wait', recheckEvery = '1 hour', ...rest } = options;
+  const cancellation: ActivityOptions = patched(WAIT_CANCELLATION_PATCH)
+    ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED }
+    : {};
   const activity = proxyActivities<
     Record<string, (request: EffectRequest<I>) => Promise<EffectResponse<R>>>
   >({
     ...defaultEffectOptions,
+    ...cancellation,
     ...rest,
   })[effect]!;
   const request: EffectRequest<I> = key === undefined ? { step, input } : { step, input, key };
@@ -206,19 +225,48 @@ async function awaitVerdict(
   listen();
   // A verdict left by an earlier round (say the store answered first) must not decide this one.
   verdicts.delete(request.key);
+  const delivered = (): Verdict | undefined => {
+    const verdict = verdicts.get(request.key);
+    verdicts.delete(request.key);
+    return verdict;
+  };
   const ensureReconcile =
     reconcileActivities[
       patched(namespacedActivitiesPatch)
         ? libraryActivityNames.ensureReconcile
         : legacyActivityNames.ensureReconcile
     ]!;
+  const first = await ensureReconcile(request);
+  if (first.verdict) return first.verdict;
+  let wait: Duration = recheckEvery;
   for (;;) {
-    const { verdict } = await ensureReconcile(request);
+    if (await condition(() => verdicts.has(request.key), wait)) return delivered()!;
+    const backoff = patched(RECHECK_PATCH);
+    const { verdict } = await ensureReconcile(backoff ? { ...request, recheck: true } : request);
     if (verdict) return verdict;
-    if (await condition(() => verdicts.has(request.key), recheckEvery)) {
-      const delivered = verdicts.get(request.key)!;
-      verdicts.delete(request.key);
-      return delivered;
-    }
+    if (backoff) wait = nextRecheck(wait, recheckEvery);
   }
+}
+
+/** Twice the last wait, capped at a day (or at `recheckEvery` if that is longer); unchanged if the duration cannot be read. */
+function nextRecheck(last: Duration, recheckEvery: Duration): Duration {
+  const lastMs = durationMs(last);
+  const firstMs = durationMs(recheckEvery);
+  if (lastMs === undefined || firstMs === undefined) return last;
+  return Math.min(2 * lastMs, Math.max(firstMs, MAX_RECHECK_MS));
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Milliseconds of a number or an `ms`-style string (`'1 hour'`, `'30s'`, `'2 days'`); undefined for anything else. */
+function durationMs(duration: Duration): number | undefined {
+  if (typeof duration === 'number') return duration;
+  const match =
+    /^(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?)?$/i.exec(
+      String(duration).trim(),
+    );
+  if (!match) return undefined;
+  const unit = (match[2] ?? 'ms').toLowerCase();
+  const base = unit.startsWith('ms') || unit.startsWith('milli') ? 'ms' : unit[0]!;
+  return Number(match[1]) * UNIT_MS[base]!;
 }

@@ -44,10 +44,48 @@ describe('sideeffect command line', () => {
     });
   });
 
+  it('parses batch resolve and stats', () => {
+    expect(
+      parseCommand(
+        [
+          'resolve',
+          '--resource',
+          'card:7',
+          '--older-than',
+          '10m',
+          '--not-applied',
+          '--reason',
+          'outage',
+          '--dry-run',
+        ],
+        'cli:ann',
+      ),
+    ).toEqual({
+      name: 'resolve-batch',
+      json: false,
+      dryRun: true,
+      by: 'cli:ann',
+      source: {
+        from: 'resource',
+        selection: { resource: 'card:7', olderThanMs: 600_000 },
+        applied: false,
+        reason: 'outage',
+      },
+    });
+    expect(parseCommand(['resolve', '--from-file', 'v.jsonl', '--by', 'ann', '--json'])).toEqual({
+      name: 'resolve-batch',
+      json: true,
+      dryRun: false,
+      by: 'ann',
+      source: { from: 'file', file: 'v.jsonl' },
+    });
+    expect(parseCommand(['stats', '--json'])).toEqual({ name: 'stats', json: true });
+  });
+
   it('answers --help everywhere', () => {
     expect(parseCommand([])).toEqual({ name: 'help', topic: 'main' });
     expect(parseCommand(['--help'])).toEqual({ name: 'help', topic: 'main' });
-    for (const name of ['migrate', 'list', 'show', 'resolve', 'purge']) {
+    for (const name of ['migrate', 'list', 'show', 'resolve', 'stats', 'purge']) {
       expect(parseCommand([name, '--help'])).toEqual({ name: 'help', topic: name });
     }
   });
@@ -78,6 +116,27 @@ describe('sideeffect command line', () => {
     ],
     [['resolve', 'k', '--applied', '--reason', 'x', '--colour'], /Unknown option '--colour'/],
     [['purge'], /--older-than must look like/],
+    [['resolve', '--resource', 'r', '--from-file', 'f'], /--resource or --from-file, not both/],
+    [['resolve', '--resource', 'r', '--reason', 'x'], /exactly one of --applied or --not-applied/],
+    [
+      ['resolve', '--resource', 'r', '--applied', '--reason', 'x', '--result', '{}'],
+      /per-key results in --from-file/,
+    ],
+    [
+      ['resolve', '--resource', 'r', '--applied', '--reason', 'x', '--fence', '3'],
+      /--fence does not go with --resource/,
+    ],
+    [
+      ['resolve', '--resource', 'r', '--applied', '--reason', 'x', '--newer-than', '5x'],
+      /--newer-than must look like/,
+    ],
+    [['resolve', '--resource', 'r', 'k', '--applied', '--reason', 'x'], /unexpected argument "k"/],
+    [['resolve', '--from-file', 'f', '--applied'], /--applied does not go with --from-file/],
+    [
+      ['resolve', 'k', '--applied', '--reason', 'x', '--dry-run'],
+      /--dry-run goes with --resource or --from-file/,
+    ],
+    [['stats', 'x'], /unexpected argument "x"/],
     [['purge', '--older-than', '30 days'], /--older-than must look like/],
     [['purge', '--older-than', '0d'], /more than zero/],
   ];

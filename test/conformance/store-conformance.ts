@@ -5,8 +5,10 @@ import {
   InvalidActionError,
   KeyConflictError,
   type Lease,
+  NotAppliedError,
   NotUncertainError,
   type RetrySafety,
+  Runner,
   StaleVerdictError,
   type Store,
 } from '../../src/core/index.js';
@@ -594,6 +596,21 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         ]);
       });
 
+      it("counts the uncertain backlog and the oldest one's age by its own clock", async () => {
+        const before = await store.uncertainBacklog();
+        const older = action();
+        const newer = action();
+        await store.markUncertain(older, await grant(older), 'lost');
+        await h.advance(5_000);
+        await store.markUncertain(newer, await grant(newer), 'lost');
+        const backlog = await store.uncertainBacklog();
+        expect(backlog.count).toBe(before.count + 2);
+        expect(backlog.oldestAgeMs).toBeGreaterThanOrEqual(5_000);
+        await store.resolveUncertain(older.key, { applied: false, reason: 'checked' });
+        await store.resolveUncertain(newer.key, { applied: false, reason: 'checked' });
+        expect((await store.uncertainBacklog()).count).toBe(before.count);
+      });
+
       it('lists keys by state', async () => {
         const a = action();
         const b = action();
@@ -616,6 +633,58 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         expect(await store.events(done.key)).toEqual([]);
         expect((await store.inspect(doubtful.key))?.state).toBe('uncertain');
         expect((await grant(action({ resource: done.resource }))).fence).toBe(2);
+      });
+    });
+
+    describe('reconcile starts (one sweeper per store)', () => {
+      it('claims each uncertain key once per episode; again after restartAfterMs or a new episode', async () => {
+        if (!store.claimReconciles) return;
+        const a = action();
+        const lease = await grant(a);
+        await store.markUncertain(a, lease, 'crashed');
+        const restartAfterMs = 60_000;
+        const claim = async () =>
+          (await store.claimReconciles!({ limit: 1000, restartAfterMs }))
+            .map((record) => record.key)
+            .filter((key) => key === a.key);
+        const [first, second] = await Promise.all([claim(), claim()]);
+        expect([...first, ...second]).toEqual([a.key]);
+        expect(await claim()).toEqual([]);
+        await h.advance(restartAfterMs + 1);
+        expect(await claim()).toEqual([a.key]);
+        await store.resolveUncertain(a.key, { applied: false, reason: 'checked' });
+        expect(await claim()).toEqual([]);
+        const again = await grant(a);
+        await store.markUncertain(a, again, 'crashed again');
+        expect(await claim()).toEqual([a.key]);
+      });
+
+      it('one sweep leader at a time; it resigns and another leads', async () => {
+        if (!store.leadSweep || !store.resignSweep) return;
+        const first = {};
+        const second = {};
+        expect(await store.leadSweep(first)).toBe(true);
+        expect(await store.leadSweep(second)).toBe(false);
+        expect(await store.leadSweep(first)).toBe(true);
+        await store.resignSweep(first);
+        expect(await store.leadSweep(second)).toBe(true);
+        await store.resignSweep(second);
+      });
+    });
+
+    describe('a Runner on this store', () => {
+      it('a definite refusal (NotAppliedError) releases the key: free, resource free, the same key applies next', async () => {
+        const runner = new Runner(store, { ttlMs: TTL });
+        const a = action();
+        const refused = await runner.execute(a, async () => {
+          throw new NotAppliedError('card declined', { type: 'CardDeclined' });
+        });
+        expect(refused).toMatchObject({ outcome: 'failed', definite: true });
+        expect((await store.inspect(a.key))?.state).toBe('free');
+        expect((await store.list({ state: 'uncertain' })).map((r) => r.key)).not.toContain(a.key);
+        const next = await runner.execute(a, async () => ({ payload: bytes('paid') }));
+        expect(next.outcome).toBe('applied');
+        expect(next.outcome === 'applied' && next.lease.fence).toBe(2);
       });
     });
 

@@ -6,6 +6,7 @@ import {
   InvalidActionError,
   LeaseLostError,
   NoStoreError,
+  NotAppliedError,
   OutcomeUnknownError,
   type Result,
   Runner,
@@ -112,6 +113,53 @@ describe('Runner.execute', () => {
       );
     },
   );
+
+  it.each(['unknown', 'unsafe', 'safe'] as const)(
+    'apply refused with NotAppliedError (%s): released, failed definite, nobody paged, a retry applies',
+    async (retrySafety) => {
+      const { store, runner } = setup();
+      const a = action({ retrySafety });
+      const refusal = new NotAppliedError('card declined', {
+        type: 'CardDeclined',
+        details: [{ code: 51 }],
+      });
+      const execution = await runner.execute(a, async () => {
+        throw refusal;
+      });
+      expect(execution).toEqual({ outcome: 'failed', error: refusal, definite: true });
+      expect((await store.inspect(a.key))?.state).toBe('free');
+      expect((await store.events(a.key)).map((event) => event.to)).toEqual(['applying', 'free']);
+      expect((await runner.execute(a, ok('paid'))).outcome).toBe('applied');
+    },
+  );
+
+  it('isDefinite lists which other apply errors are refusals; the rest stay uncertain', async () => {
+    const { store, runner } = setup();
+    class CardDeclined extends Error {
+      override name = 'CardDeclined';
+    }
+    const isDefinite = (error: unknown) => error instanceof Error && error.name === 'CardDeclined';
+    const declined = action();
+    const refused = await runner.execute(
+      declined,
+      async () => {
+        throw new CardDeclined('insufficient funds');
+      },
+      { isDefinite },
+    );
+    expect(refused).toMatchObject({ outcome: 'failed', definite: true });
+    expect((await store.inspect(declined.key))?.state).toBe('free');
+    const timedOut = action();
+    const unknown = await runner.execute(
+      timedOut,
+      async () => {
+        throw new Error('timeout');
+      },
+      { isDefinite },
+    );
+    expect(unknown.outcome).toBe('uncertain');
+    expect((await store.inspect(timedOut.key))?.state).toBe('uncertain');
+  });
 
   it('complete failed: uncertain, never applied', async () => {
     const { store } = setup();

@@ -92,8 +92,10 @@ export async function openSignalForm(page: Page): Promise<Locator> {
 /**
  * Sets the signal name. The UI lists the signals the workflow declares (it asks the running
  * worker for the workflow's definitions); picks `name` there, else "Custom" and types it.
+ * Resolves to the listed option's text (the name and the handler's description), or undefined
+ * when the signal was not listed.
  */
-export async function chooseSignal(dialog: Locator, name: string): Promise<void> {
+export async function chooseSignal(dialog: Locator, name: string): Promise<string | undefined> {
   const select = dialog.getByTestId('signal-select-button');
   const customInput = dialog
     .getByLabel('Signal name', { exact: true })
@@ -105,17 +107,21 @@ export async function chooseSignal(dialog: Locator, name: string): Promise<void>
     // "Custom" is always the first option: once it shows, the list is complete.
     const custom = dialog.getByRole('option', { name: /^\s*Custom\b/ });
     await custom.waitFor({ timeout: UI_TIMEOUT_MS });
-    const listed = dialog.getByRole('option', { name, exact: true });
+    const listed = dialog
+      .getByRole('option')
+      .filter({ hasText: new RegExp(`^\\s*${name}(\\s|$)`) });
     if ((await listed.count()) > 0) {
+      const text = ((await listed.first().textContent()) ?? '').trim();
       await listed.first().click();
       await expectSignalName(select, name);
-      return;
+      return text;
     }
     await custom.click();
   }
   const input = customInput.first();
   await input.fill(name);
   await expectSignalName(input, name);
+  return undefined;
 }
 
 /** Fails unless the form shows `name` as the signal name (the select's button or the text input). */

@@ -233,7 +233,9 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     try {
       await openWorkflow(page, reconcile.workflowId);
       const dialog = await openSignalForm(page);
-      await chooseSignal(dialog, 'resolve');
+      // The UI lists `resolve` with the handler's description: what to send, and that it batches.
+      const listed = await chooseSignal(dialog, 'resolve');
+      expect(listed).toMatch(/^resolve\s+Decide this uncertain key after checking the downstream/);
       await pasteSignalInput(dialog, pasteable);
       await screenshot(page, 'ui-signal-form.png');
       await submitSignal(page, dialog);

@@ -66,7 +66,16 @@ describe('PgStore transactional effects', () => {
     expect((await h.store.events(a.key)).map((e) => `${e.from}->${e.to}`)).toEqual(['free->done']);
     // The resource is free again: a plain acquire of another key is granted.
     const next = await h.store.acquire({ key: `${a.key}-next`, resource: a.resource }, TTL);
-    expect(next.outcome).toBe('applied');
+    if (next.outcome !== 'applied') throw new Error(next.outcome);
+    expect(next.lease.fence).toBe(first.lease.fence + 1);
+    await h.store.complete({ key: `${a.key}-next`, resource: a.resource }, next.lease, {
+      payload: bytes('plain'),
+    });
+    // A second transactional grant on the now free resource continues the sequence.
+    const b = { ...action(), resource: a.resource };
+    const second = await runner.executeInTransaction(b, insert(b.key));
+    if (second.outcome !== 'applied') throw new Error(second.outcome);
+    expect(second.lease.fence).toBe(first.lease.fence + 2);
   });
 
   it('replays a done key with the stored result and never runs the effect again', async () => {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { MigrationConflictError, StoreUnavailableError } from '../../core/errors.js';
 import { embeddedMigrations } from './migrations.generated.js';
-import { checkout, type Session } from './session.js';
+import { checkoutFor } from './session.js';
 import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
 
 /** Arbitrary, fixed first half of the advisory lock key; the second half is the schema's hash. */
@@ -108,12 +108,7 @@ export async function migrate(
 ): Promise<string[]> {
   const schema = quoteSchema(options.schema ?? DEFAULT_SCHEMA);
   const files = listMigrations();
-  let session: Session;
-  try {
-    session = await checkout(pool);
-  } catch (error) {
-    throw new StoreUnavailableError('migrate', error);
-  }
+  const session = await checkoutFor(pool, 'migrate');
   const { client } = session;
   try {
     await client.query('begin isolation level read committed');

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { StoreUnavailableError } from '../../core/errors.js';
 
 /** A client checked out of a pool, whose connection errors are heard from the moment it is ours. */
 export interface Session {
@@ -40,6 +41,15 @@ export function checkout(pool: pg.Pool): Promise<Session> {
       });
     });
   });
+}
+
+/** {@link checkout} for one store operation: a pool that cannot hand out a connection is StoreUnavailableError. */
+export async function checkoutFor(pool: pg.Pool, operation: string): Promise<Session> {
+  try {
+    return await checkout(pool);
+  } catch (error) {
+    throw new StoreUnavailableError(operation, error);
+  }
 }
 
 /** Whether each connection's default isolation is READ COMMITTED, asked once per connection. */

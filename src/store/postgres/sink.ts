@@ -3,7 +3,7 @@ import { FenceStaleError, InvalidActionError, StoreUnavailableError } from '../.
 import type { FencedSink } from '../../core/store.js';
 import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
-import { checkout, type Session } from './session.js';
+import { checkoutFor } from './session.js';
 import {
   DEFAULT_SCHEMA,
   int,
@@ -99,12 +99,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     if (!Number.isSafeInteger(fence) || fence < 1) {
       throw new InvalidActionError('fence', `must be a fence issued by the store, got ${fence}`);
     }
-    let session: Session;
-    try {
-      session = await checkout(this.#pool);
-    } catch (error) {
-      throw new StoreUnavailableError(operation, error);
-    }
+    const session = await checkoutFor(this.#pool, operation);
     const { client } = session;
     let failed = false;
     try {

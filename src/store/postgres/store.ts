@@ -38,7 +38,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { checkout, queryAtReadCommitted, type Session } from './session.js';
+import { checkoutFor, queryAtReadCommitted } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -62,29 +62,33 @@ export interface PgStoreOptions extends PoolOptions {
    * @default defaultLimits (key 512 B, resource 256 B, payload and result 1 MiB, reason 4 KiB)
    */
   limits?: Partial<Limits>;
+  /** Keys deleted per transaction by `purge`; default 5,000. */
+  purgeBatchSize?: number;
 }
+
+/** First half of the sweep leader's advisory lock key (migrate() uses 0x5e1d); the second half is the schema's hash. */
+const SWEEP_LOCK_CLASS = 0x5e1e;
 
 const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
 
 const SQL = {
-  // A done key with this binding is answered by the first branch alone (a replay is one index
-  // read, no function call); anything else goes to acquire(), which decides under its locks.
-  acquire: (
-    s: string,
-  ) => `select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
+  // A done key with this binding is answered by one index read (`hit`, evaluated once and used
+  // twice), no function call; anything else goes to acquire(), which decides under its locks.
+  acquire: (s: string) => `with hit as materialized (
+      select result from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')
+    select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
       null::bigint as o_retry_after_ms, result as o_result, null::text as o_reason
-    from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done'
+    from hit
     union all
-    select * from ${s}.acquire($1, $2, $3, $4, $5, $6)
-    where not exists (select from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')`,
+    select * from ${s}.acquire($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
   complete: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
   resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
-  purge: (s: string) => `select ${s}.purge($1) as o_purged`,
+  purge: (s: string) => `select ${s}.purge_batch($1, $2) as o_purged`,
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
   list: (s: string) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at desc limit $2`,
@@ -92,6 +96,26 @@ const SQL = {
     s: string,
   ) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at asc limit $2`,
+  // Claims lock the keys they pick (others skip them); the conflict clause re-checks the latest
+  // committed start, so a claimer whose snapshot missed another's start cannot claim it twice.
+  claimReconciles: (s: string) => `with candidates as (
+      select k.key, k.fence from ${s}.keys k
+      left join ${s}.reconcile_starts r on r.key = k.key
+      where k.state = 'uncertain'
+        and (r.key is null or r.fence <> k.fence
+             or r.started_at <= ${s}.store_now() - $2 * interval '1 millisecond')
+      order by k.updated_at
+      limit $1
+      for update of k skip locked
+    ), claimed as (
+      insert into ${s}.reconcile_starts as r (key, fence, started_at)
+      select key, fence, ${s}.store_now() from candidates
+      on conflict (key) do update set fence = excluded.fence, started_at = excluded.started_at
+        where r.fence <> excluded.fence
+           or r.started_at <= excluded.started_at - $2 * interval '1 millisecond'
+      returning key
+    )
+    select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
   txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
   txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
   binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
@@ -149,9 +173,19 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
   readonly #sql: Record<keyof typeof SQL, Statement>;
+  readonly #schema: string;
+  /** Sweep leaders in this process, each on the session that holds the advisory lock. */
+  readonly #leaders = new Map<object, pg.PoolClient>();
+  readonly #purgeBatch: number;
 
   constructor(options: PgStoreOptions = {}) {
-    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
+    const batch = options.purgeBatchSize ?? 5_000;
+    if (!Number.isSafeInteger(batch) || batch < 1 || batch > 2 ** 31 - 1) {
+      throw new InvalidActionError('purgeBatchSize', `must be a positive integer, got ${batch}`);
+    }
+    this.#purgeBatch = batch;
+    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,
     });
     this.#limits = { ...defaultLimits, ...options.limits };
@@ -160,9 +194,75 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     this.#ownsPool = owned;
   }
 
-  /** Ends the pool if this store made it; a pool passed in is left to its owner. */
+  /** Gives up any sweep leadership, then ends the pool if this store made it; a pool passed in is left to its owner. */
   async close(): Promise<void> {
+    await Promise.all([...this.#leaders.keys()].map((owner) => this.resignSweep(owner)));
     if (this.#ownsPool) await this.#pool.end();
+  }
+
+  async claimReconciles(options: { limit: number; restartAfterMs: number }): Promise<KeyRecord[]> {
+    const { limit, restartAfterMs } = options;
+    if (!Number.isSafeInteger(limit) || limit < 0)
+      throw new InvalidActionError('limit', `must be a non-negative integer, got ${String(limit)}`);
+    checkTtl(restartAfterMs);
+    const rows = await this.#rows<KeyRow>('claimReconciles', [limit, restartAfterMs]);
+    return rows.map(toRecord);
+  }
+
+  /**
+   * Leader by a session-level advisory lock per schema, held on one pooled connection for as
+   * long as the owner leads (that connection is not available to other work meanwhile). A
+   * leader whose process or connection dies loses the lock with its session.
+   */
+  async leadSweep(owner: object): Promise<boolean> {
+    const held = this.#leaders.get(owner);
+    if (held) {
+      try {
+        await held.query('select 1');
+        return true;
+      } catch {
+        this.#leaders.delete(owner);
+        held.release(true);
+        return false;
+      }
+    }
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      throw new StoreUnavailableError('leadSweep', error);
+    }
+    try {
+      const { rows } = await client.query<{ led: boolean }>(
+        'select pg_try_advisory_lock($1, hashtext($2)) as led',
+        [SWEEP_LOCK_CLASS, this.#schema],
+      );
+      if (!rows[0]?.led) {
+        client.release();
+        return false;
+      }
+      this.#leaders.set(owner, client);
+      return true;
+    } catch (error) {
+      client.release(true);
+      throw new StoreUnavailableError('leadSweep', error);
+    }
+  }
+
+  async resignSweep(owner: object): Promise<void> {
+    const client = this.#leaders.get(owner);
+    if (!client) return;
+    this.#leaders.delete(owner);
+    try {
+      await client.query('select pg_advisory_unlock($1, hashtext($2))', [
+        SWEEP_LOCK_CLASS,
+        this.#schema,
+      ]);
+      client.release();
+    } catch {
+      // Closing the session ends the lock too.
+      client.release(true);
+    }
   }
 
   async acquire(
@@ -193,12 +293,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
     const operation = 'executeInTransaction';
-    let session: Session;
-    try {
-      session = await checkout(this.#pool);
-    } catch (error) {
-      throw new StoreUnavailableError(operation, error);
-    }
+    const session = await checkoutFor(this.#pool, operation);
     const { client } = session;
     // A query that failed leaves the connection unfit for the pool, like a lost one.
     let broken = false;
@@ -233,10 +328,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       const granted = await query<AcquireRow>(this.#sql.txAcquire, [a.key, a.resource, digest]);
       const row = granted.rows[0]!;
       if (row.o_outcome !== 'applied') {
-        // A conflict ends the transaction before the binding is looked up on another connection;
-        // anything else keeps what acquire concluded on the way (an expired holder).
-        if (row.o_outcome.startsWith('conflict:')) await rollBack();
-        else await commit();
+        // No other answer keeps a write; the transaction ends before a conflict's binding is
+        // looked up on another connection.
+        await rollBack();
         const acquisition = await this.#acquisition(a, ttlMs, row, true);
         return acquisition.outcome === 'uncertain'
           ? {
@@ -473,10 +567,20 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     return { count: int(row.count), oldestAgeMs: Math.max(0, int(row.oldest_age_ms)) };
   }
 
+  /**
+   * Deletes in batches of `purgeBatchSize` keys, each batch one short transaction (a key and its
+   * events go together), until a batch comes back short: purging millions of keys beside running
+   * callers holds neither millions of locks nor one long transaction. Returns the total.
+   */
   async purge(options: { olderThanMs: number }): Promise<number> {
     const olderThanMs = checkTtl(options?.olderThanMs);
-    const row = await this.#one<{ o_purged: string }>('purge', [olderThanMs]);
-    return int(row.o_purged);
+    let total = 0;
+    for (;;) {
+      const row = await this.#one<{ o_purged: string }>('purge', [olderThanMs, this.#purgeBatch]);
+      const purged = int(row.o_purged);
+      total += purged;
+      if (purged < this.#purgeBatch) return total;
+    }
   }
 
   /**
@@ -512,12 +616,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     operation: keyof typeof SQL,
     values: unknown[],
   ): Promise<R[]> {
-    let session: Session;
-    try {
-      session = await checkout(this.#pool);
-    } catch (error) {
-      throw new StoreUnavailableError(operation, error);
-    }
+    const session = await checkoutFor(this.#pool, operation);
     let failed = false;
     try {
       return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);

@@ -1,0 +1,179 @@
+/**
+ * A wait of months, compressed: thousands of malformed signals (one of 1.5 MB)
+ * and hundreds of reminders must not grow one run's history without bound nor
+ * break the status query, and the waiting caller must still get the verdict
+ * after its ReconcileWorkflow continued as new.
+ */
+import type { WorkflowHandle } from '@temporalio/client';
+import { Runtime } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { defineEffect } from '../../src/activities/index.js';
+import { MemoryStore } from '../../src/store/memory.js';
+import {
+  type ReconcileStatus,
+  reconcileWorkflowId,
+  resolveSignal,
+  type SideEffectOutcome,
+  statusQuery,
+} from '../../src/workflows/index.js';
+import { type Harness, Ledger, startHarness } from './harness.js';
+
+const ledger = new Ledger();
+const store = new MemoryStore();
+const REMINDER = 'side effect outcome still uncertain: waiting for a resolve signal';
+const REFUSED = 'resolve refused; still waiting';
+
+// 2,500 expected warnings would bury the output.
+const logger = Runtime.instance().logger;
+const log = logger.log.bind(logger);
+vi.spyOn(logger, 'log').mockImplementation((level, message, meta) => {
+  if (message !== REMINDER && message !== REFUSED) log(level, message, meta);
+});
+
+const effects = {
+  order: defineEffect({
+    resource: (input: { account: string }) => `account:${input.account}`,
+    apply: async (input: { account: string }, { key, lease }) => {
+      await ledger.write(lease.resource, lease.fence, key, input);
+      throw new Error('connection reset after the write');
+    },
+  }),
+};
+
+/** Every run of the key's ReconcileWorkflow, oldest first, with its history's events. */
+async function runsOf(h: Harness, key: string) {
+  const runs: Array<{ runId: string; events: HistoryEvent[] }> = [];
+  for await (const info of h.client.workflow.list({
+    query: `WorkflowId="${reconcileWorkflowId(key)}"`,
+  })) {
+    const history = await h.client.workflow.getHandle(info.workflowId, info.runId).fetchHistory();
+    runs.push({ runId: info.runId, events: (history.events ?? []) as HistoryEvent[] });
+  }
+  return runs;
+}
+
+type HistoryEvent = Record<string, unknown>;
+
+/** Events of one kind, told by their attributes field (e.g. `timerFiredEventAttributes`). */
+function count(events: HistoryEvent[], attributes: string): number {
+  return events.filter((event) => event[attributes] != null).length;
+}
+
+describe('a reconcile that waits for months', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness('long-wait', {
+      store,
+      effects,
+      ttlMs: 5_000,
+      remindEveryMs: 100,
+    });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('2,000 malformed signals (one of 1.5 MB) and 500 reminders: it continues as new, status answers throughout, the caller gets the verdict', async () => {
+    const caller = await h.start('guarded', [
+      'order',
+      { account: 'lw1' },
+      {
+        heartbeatTimeout: '10 seconds',
+        startToCloseTimeout: '1 minute',
+        recheckEvery: '2 seconds',
+      },
+    ]);
+    const key = `${caller.workflowId}/order`;
+    await h.waitForReconcile(key, 'waiting');
+    const reconcile: WorkflowHandle = h.reconcile(key);
+
+    // The status query is asked all along, as an operator's UI would.
+    const statuses: ReconcileStatus[] = [];
+    const queryErrors: unknown[] = [];
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        try {
+          statuses.push(await reconcile.query(statusQuery));
+        } catch (error) {
+          queryErrors.push(error);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    })();
+
+    // A few senders at once: a burst of thousands would land in one workflow task, and an
+    // activation that runs past the SDK's 5 s isolate timeout takes the worker down with it.
+    const huge = { applied: true, result: 'x'.repeat(1_500_000), reason: 'a pasted dump' };
+    let sent = 0;
+    const sender = async (lane: number) => {
+      for (let i = lane; i < 2_000; i += 4) {
+        const input = i === 1_999 ? huge : { applied: 'maybe', note: `malformed #${i}` };
+        await reconcile.signal(resolveSignal, input as never);
+        sent += 1;
+      }
+    };
+    await Promise.all([0, 1, 2, 3].map(sender));
+    expect(sent).toBe(2_000);
+    // Reminders fire one workflow task apart: on a loaded machine that is up to a second each.
+    const deadline = Date.now() + 900_000;
+    for (;;) {
+      const fired = count(
+        (await runsOf(h, key)).flatMap((run) => run.events),
+        'timerFiredEventAttributes',
+      );
+      if (fired >= 500) break;
+      if (Date.now() > deadline) throw new Error(`only ${fired} reminders fired`);
+      await new Promise((resolve) => setTimeout(resolve, 10_000));
+    }
+
+    const waiting = await reconcile.query(statusQuery);
+    expect(waiting.state).toBe('waiting');
+    expect(waiting.subscribers).toEqual([caller.workflowId]);
+    expect(waiting.rejected.length).toBeLessThanOrEqual(20);
+    expect(JSON.stringify(waiting).length).toBeLessThan(100_000);
+    expect(waiting.runs).toBeGreaterThanOrEqual(1);
+    // The 1.5 MB input (sent last, so still among the 20 kept) was refused for its size and kept as a prefix.
+    const big = waiting.rejected.find((rejected) => (rejected.inputChars ?? 0) > 1_500_000);
+    expect(big?.error).toContain('over the limit of 1048576');
+    expect(JSON.stringify(big?.input).length).toBeLessThan(4_096);
+
+    await reconcile.signal(resolveSignal, {
+      applied: true,
+      result: { receipt: 'r-ops' },
+      reason: 'found in the ledger',
+      by: 'ops',
+    });
+    const outcome = (await caller.result()) as SideEffectOutcome<unknown>;
+    expect(outcome).toEqual({ outcome: 'reconciled', result: { receipt: 'r-ops' }, key });
+    expect(ledger.byKey(key)).toHaveLength(1);
+    polling = false;
+    await poller;
+
+    expect(queryErrors).toEqual([]);
+    expect(statuses.length).toBeGreaterThan(20);
+    const runs = await runsOf(h, key);
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    const all = runs.flatMap((run) => run.events);
+    expect(count(all, 'workflowExecutionContinuedAsNewEventAttributes')).toBe(runs.length - 1);
+    expect(count(all, 'timerFiredEventAttributes')).toBeGreaterThanOrEqual(500);
+    expect(count(all, 'workflowExecutionSignaledEventAttributes')).toBeGreaterThanOrEqual(2_001);
+    for (const run of runs) expect(run.events.length).toBeLessThan(1_000);
+
+    // The caller subscribed once; its rechecks signal again only when they cannot confirm the
+    // subscription (a status query that timed out on this loaded machine), never on every recheck.
+    const callerHistory = (await caller.fetchHistory()).events ?? [];
+    const subscribes = all.filter(
+      (event) =>
+        (event.workflowExecutionSignaledEventAttributes as { signalName?: string } | null)
+          ?.signalName === 'subscribe',
+    );
+    expect(subscribes.length).toBeGreaterThanOrEqual(1);
+    expect(subscribes.length).toBeLessThanOrEqual(3);
+    expect(callerHistory.length).toBeLessThan(150);
+  }, 1_200_000);
+
+  it('replays every history of the wait, across the continue-as-new', async () => {
+    expect(await h.replayAll()).toEqual([]);
+  });
+});
