@@ -107,13 +107,18 @@ describe('a reconcile that waits for months', () => {
     const huge = { applied: true, result: 'x'.repeat(1_500_000), reason: 'a pasted dump' };
     let sent = 0;
     const sender = async (lane: number) => {
-      for (let i = lane; i < 2_000; i += 4) {
-        const input = i === 1_999 ? huge : { applied: 'maybe', note: `malformed #${i}` };
-        await reconcile.signal(resolveSignal, input as never);
+      for (let i = lane; i < 1_999; i += 4) {
+        await reconcile.signal(resolveSignal, {
+          applied: 'maybe',
+          note: `malformed #${i}`,
+        } as never);
         sent += 1;
       }
     };
     await Promise.all([0, 1, 2, 3].map(sender));
+    // The big one after every lane is done, so it is the newest refused input and stays kept.
+    await reconcile.signal(resolveSignal, huge as never);
+    sent += 1;
     expect(sent).toBe(2_000);
     // Reminders fire one workflow task apart: on a loaded machine that is up to a second each.
     const deadline = Date.now() + 900_000;

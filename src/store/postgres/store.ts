@@ -38,7 +38,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { checkoutFor, queryAtReadCommitted } from './session.js';
+import { checkoutFor, queryAtReadCommitted, type Session } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -178,7 +178,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #sql: Record<keyof typeof SQL, Statement>;
   readonly #schema: string;
   /** Sweep leaders in this process, each on the session that holds the advisory lock. */
-  readonly #leaders = new Map<object, pg.PoolClient>();
+  readonly #leaders = new Map<object, Session>();
+  readonly #transactionPooling: boolean;
   readonly #purgeBatch: number;
 
   constructor(options: PgStoreOptions = {}) {
@@ -188,6 +189,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
     this.#purgeBatch = batch;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#transactionPooling = options.transactionPooling === true;
     this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,
     });
@@ -213,15 +215,18 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   }
 
   /**
-   * Leader by a session-level advisory lock per schema, held on one pooled connection for as
-   * long as the owner leads (that connection is not available to other work meanwhile). A
-   * leader whose process or connection dies loses the lock with its session.
+   * Leader by an advisory lock per schema, held on one pooled connection for as long as the
+   * owner leads (that connection is not available to other work meanwhile). A leader whose
+   * process or connection dies loses the lock with its session. Through a transaction-mode
+   * pooler a session lock would stay on a server connection that other clients then share, so
+   * there the lock is transaction-scoped and the leader keeps its transaction open: an open
+   * transaction pins one server connection to it.
    */
   async leadSweep(owner: object): Promise<boolean> {
     const held = this.#leaders.get(owner);
     if (held) {
       try {
-        await held.query('select 1');
+        await held.client.query('select 1');
         return true;
       } catch {
         this.#leaders.delete(owner);
@@ -229,42 +234,41 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         return false;
       }
     }
-    let client: pg.PoolClient;
+    const session = await checkoutFor(this.#pool, 'leadSweep');
+    const pinned = this.#transactionPooling;
     try {
-      client = await this.#pool.connect();
-    } catch (error) {
-      throw new StoreUnavailableError('leadSweep', error);
-    }
-    try {
-      const { rows } = await client.query<{ led: boolean }>(
-        'select pg_try_advisory_lock($1, hashtext($2)) as led',
+      if (pinned) await session.client.query('begin isolation level read committed');
+      const lock = pinned ? 'pg_try_advisory_xact_lock' : 'pg_try_advisory_lock';
+      const { rows } = await session.client.query<{ led: boolean }>(
+        `select ${lock}($1, hashtext($2)) as led`,
         [SWEEP_LOCK_CLASS, this.#schema],
       );
       if (!rows[0]?.led) {
-        client.release();
+        if (pinned) await session.client.query('rollback');
+        session.release();
         return false;
       }
-      this.#leaders.set(owner, client);
+      this.#leaders.set(owner, session);
       return true;
     } catch (error) {
-      client.release(true);
+      session.release(true);
       throw new StoreUnavailableError('leadSweep', error);
     }
   }
 
   async resignSweep(owner: object): Promise<void> {
-    const client = this.#leaders.get(owner);
-    if (!client) return;
+    const session = this.#leaders.get(owner);
+    if (!session) return;
     this.#leaders.delete(owner);
     try {
-      await client.query('select pg_advisory_unlock($1, hashtext($2))', [
-        SWEEP_LOCK_CLASS,
-        this.#schema,
-      ]);
-      client.release();
+      await session.client.query(
+        this.#transactionPooling ? 'rollback' : 'select pg_advisory_unlock($1, hashtext($2))',
+        this.#transactionPooling ? [] : [SWEEP_LOCK_CLASS, this.#schema],
+      );
+      session.release();
     } catch {
       // Closing the session ends the lock too.
-      client.release(true);
+      session.release(true);
     }
   }
 
