@@ -17,7 +17,7 @@ export interface Session {
  * failover) is emitted before any `await pool.connect()` continuation runs: unheard, Node throws
  * "Unhandled 'error' event" and the whole worker exits.
  */
-export function checkout(pool: pg.Pool): Promise<Session> {
+function checkout(pool: pg.Pool): Promise<Session> {
   return new Promise((resolve, reject) => {
     pool.connect((error, client, done) => {
       if (error || !client) {

@@ -261,10 +261,12 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     if (!session) return;
     this.#leaders.delete(owner);
     try {
-      await session.client.query(
-        this.#transactionPooling ? 'rollback' : 'select pg_advisory_unlock($1, hashtext($2))',
-        this.#transactionPooling ? [] : [SWEEP_LOCK_CLASS, this.#schema],
-      );
+      if (this.#transactionPooling) await session.client.query('rollback');
+      else
+        await session.client.query('select pg_advisory_unlock($1, hashtext($2))', [
+          SWEEP_LOCK_CLASS,
+          this.#schema,
+        ]);
       session.release();
     } catch {
       // Closing the session ends the lock too.
