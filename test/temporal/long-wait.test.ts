@@ -54,6 +54,23 @@ async function runsOf(h: Harness, key: string) {
 
 type HistoryEvent = Record<string, unknown>;
 
+/** The ReconcileWorkflow's own bound: past it, a run continues as new at its next quiet task. */
+const EVENT_BOUND = 500;
+
+/** Waits until the newest run of the workflow has fewer events than `bound`. */
+async function newestRunUnder(handle: WorkflowHandle, bound: number): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const { historyLength } = await handle.describe();
+    if (historyLength < bound) return;
+    if (Date.now() > deadline)
+      throw new Error(
+        `the newest run still has ${historyLength} events: it did not continue as new`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
 /** Events of one kind, told by their attributes field (e.g. `timerFiredEventAttributes`). */
 function count(events: HistoryEvent[], attributes: string): number {
   return events.filter((event) => event[attributes] != null).length;
@@ -102,12 +119,15 @@ describe('a reconcile that waits for months', () => {
       }
     })();
 
-    // A few senders at once: a burst of thousands would land in one workflow task, and an
-    // activation that runs past the SDK's 5 s isolate timeout takes the worker down with it.
+    // Bursts of 250 from a few senders at once (a burst of thousands would land in one workflow
+    // task, and an activation past the SDK's 5 s isolate timeout takes the worker down with it).
+    // A run can only continue as new from a workflow task that no new event overtook, so while a
+    // flood lasts it cannot hand over; between bursts the test waits until the newest run is back
+    // under the bound, as a finite flood lets it. A run that never hands over fails that wait.
     const huge = { applied: true, result: 'x'.repeat(1_500_000), reason: 'a pasted dump' };
     let sent = 0;
-    const sender = async (lane: number) => {
-      for (let i = lane; i < 1_999; i += 4) {
+    const sender = async (from: number, to: number, lane: number) => {
+      for (let i = from + lane; i < to; i += 4) {
         await reconcile.signal(resolveSignal, {
           applied: 'maybe',
           note: `malformed #${i}`,
@@ -115,7 +135,11 @@ describe('a reconcile that waits for months', () => {
         sent += 1;
       }
     };
-    await Promise.all([0, 1, 2, 3].map(sender));
+    for (let from = 0; from < 1_999; from += 250) {
+      const to = Math.min(from + 250, 1_999);
+      await Promise.all([0, 1, 2, 3].map((lane) => sender(from, to, lane)));
+      await newestRunUnder(reconcile, EVENT_BOUND);
+    }
     // The big one after every lane is done, so it is the newest refused input and stays kept.
     await reconcile.signal(resolveSignal, huge as never);
     sent += 1;
