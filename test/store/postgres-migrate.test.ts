@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Action } from '../../src/core/index.js';
+import type { Action, Lease } from '../../src/core/index.js';
+import { payloadDigest } from '../../src/store/digest.js';
 import { listMigrations, migrate, PgStore } from '../../src/store/postgres/index.js';
 import { bytes } from '../support/bytes.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
@@ -80,16 +81,34 @@ describe('0002 upgrades a 0.1.0 schema in place', () => {
     try {
       await schemaOf010(schema);
       const store = new PgStore({ pool: db.pool, schema });
-      const grant = async (a: Action, ttlMs: number, applying: boolean) => {
-        const acq = await store.acquire(a, ttlMs, { applying });
-        if (acq.outcome !== 'granted') throw new Error(acq.outcome);
-        return acq.lease;
+      // Data written by the 0.1.0 functions, called as a 0.1.0 PgStore called them (the current
+      // PgStore sends statements that need the later migrations).
+      const noPayload = payloadDigest(new Uint8Array());
+      const grant = async (a: Action, ttlMs: number, applying: boolean): Promise<Lease> => {
+        const { rows } = await db.pool.query(
+          `select * from "${schema}".acquire($1, $2, $3, $4, $5, $6)`,
+          [a.key, a.resource, noPayload, a.retrySafety ?? 'unknown', ttlMs, applying],
+        );
+        if (rows[0].o_outcome !== 'applied') throw new Error(rows[0].o_outcome);
+        const expiresAt = Number(rows[0].o_expires_at_ms);
+        return { resource: a.resource, fence: Number(rows[0].o_fence), ttlMs, expiresAt };
       };
-      // Data written by the 0.1.0 functions.
       const done = { key: 'done', resource: 'r-done' };
-      await store.complete(done, await grant(done, 10_000, true), { payload: bytes('paid') });
+      const doneLease = await grant(done, 10_000, true);
+      await db.pool.query(`select * from "${schema}".complete($1, $2, $3, $4)`, [
+        done.key,
+        done.resource,
+        doneLease.fence,
+        Buffer.from(bytes('paid')),
+      ]);
       const uncertain = { key: 'uncertain', resource: 'r-uncertain' };
-      await store.markUncertain(uncertain, await grant(uncertain, 10_000, true), 'response lost');
+      const uncertainLease = await grant(uncertain, 10_000, true);
+      await db.pool.query(`select "${schema}".mark_uncertain($1, $2, $3, $4)`, [
+        uncertain.key,
+        uncertain.resource,
+        uncertainLease.fence,
+        'response lost',
+      ]);
       const held = { key: 'held', resource: 'r-held' };
       const heldLease = await grant(held, 10_000, false);
       const dead: Action = { key: 'dead', resource: 'r-dead', retrySafety: 'unknown' };

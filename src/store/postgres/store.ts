@@ -77,16 +77,47 @@ const keyColumns = (s: string) =>
 
 const SQL = {
   // A done key with this binding is answered by one index read (`hit`, evaluated once and used
-  // twice), no function call; anything else goes to acquire(), which decides under its locks.
+  // twice), no function call; anything else goes to acquire_fresh(), which grants a key never seen
+  // on a free resource in one statement and hands every other case to acquire().
   acquire: (s: string) => `with hit as materialized (
       select result from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')
     select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
       null::bigint as o_retry_after_ms, result as o_result, null::text as o_reason
     from hit
     union all
-    select * from ${s}.acquire($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
+    select * from ${s}.acquire_fresh($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
+  // After acquire_fresh() lost a race (its key committed meanwhile on another resource).
+  acquireUnderLocks: (s: string) => `select * from ${s}.acquire($1, $2, $3, $4, $5, $6)`,
+  // What a key is bound to and where it stands, to tell a conflict apart or a lost race.
+  peek: (s: string) => `select state, resource, digest, result from ${s}.keys where key = $1`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
-  complete: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
+  // The holder's complete in one statement, no function call: release the resource (the UPDATE
+  // that matches only for this holder at this fence is the fence check), move the key to done and
+  // log it. A repeat or a stale fence matched nothing and wrote nothing: complete() answers it. A
+  // resource naming a holder whose key is not held breaks the invariant both are written under;
+  // move_key() raises that, rolling the release back.
+  complete: (s: string) => `with released as (
+      update ${s}.resources set holder = null, expires_at = null
+       where resource = $2::text and fence = $3::bigint and holder = $1::text
+      returning ${s}.store_now() as at
+    ), moved as (
+      update ${s}.keys k
+         set state = 'done', result = $4::bytea, updated_at = released.at
+        from released, ${s}.keys before
+       where k.key = $1::text and k.fence = $3::bigint and k.state in ('held', 'applying')
+         and before.key = k.key
+      returning before.state as from_state, k.updated_at
+    ), logged as (
+      insert into ${s}.events (key, from_state, to_state, fence, reason, actor, at)
+      select $1::text, from_state, 'done', $3::bigint, 'completed', 'complete', updated_at from moved
+    )
+    select 'completed' as o_outcome, null::bytea as o_result from moved
+    union all
+    select * from ${s}.complete($1, $2, $3, $4) where not exists (select from released)
+    union all
+    select 'broken', null from released
+     where not exists (select from moved)
+       and ${s}.move_key($1, $3, 'done', $4, 'completed', 'complete', released.at) is null`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
   resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6)`,
@@ -119,9 +150,34 @@ const SQL = {
       returning key
     )
     select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
-  txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
-  txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
-  binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
+  // A transactional key never seen on a resource nobody holds: the fence raised (and the row
+  // locked until the caller's commit: the lease) in one statement, else tx_acquire() decides.
+  txAcquire: (s: string) => `with granted as (
+      update ${s}.resources set fence = fence + 1
+       where resource = $2::text and holder is null
+         and not exists (select from ${s}.keys where key = $1::text)
+      returning fence
+    )
+    select 'applied' as o_outcome, fence as o_fence, null::bigint as o_retry_after_ms,
+      null::bytea as o_result, null::text as o_reason
+    from granted
+    union all
+    select * from ${s}.tx_acquire($1, $2, $3) where not exists (select from granted)`,
+  // The done key and its one event, in the caller's transaction; `conflict` when a key of that
+  // name was committed meanwhile (the caller rolls back and looks at what it is).
+  txComplete: (s: string) => `with created as (
+      insert into ${s}.keys (key, resource, digest, state, fence, retry_safety, result, updated_at)
+      values ($1::text, $2::text, $3::bytea, 'done', $4::bigint, $5::text, $6::bytea, ${s}.store_now())
+      on conflict (key) do nothing
+      returning key, updated_at
+    ), logged as (
+      insert into ${s}.events (key, from_state, to_state, fence, reason, actor, at)
+      select key, 'free', 'done', $4::bigint, 'applied in transaction', 'executeInTransaction',
+             updated_at
+        from created
+    )
+    select coalesce((select 'completed' from created), 'conflict') as o_outcome,
+      (select ${s}.epoch_ms(updated_at) from created) as o_at_ms`,
   uncertainBacklog: (s: string) => `select count(*) as count,
     coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
     from ${s}.keys where state = 'uncertain'`,
@@ -151,8 +207,9 @@ interface KeyRow {
 }
 
 /**
- * The production Store: the key state machine (docs/architecture.md) in Postgres, one plpgsql function per
- * operation (see migrations/0001_init.sql), so every operation is ONE round trip that decides and
+ * The production Store: the key state machine (docs/architecture.md) in Postgres, one statement per
+ * operation (a plpgsql function, or for the common paths plain SQL with the function as its
+ * fallback; see migrations/), so every operation is ONE round trip that decides and
  * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
  *
@@ -282,15 +339,28 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
     const digest = payloadDigest(a.payload);
-    const row = await this.#one<AcquireRow>('acquire', [
-      a.key,
-      a.resource,
-      digest,
-      a.retrySafety,
-      ttlMs,
-      options.applying === true,
-    ]);
+    const values = [a.key, a.resource, digest, a.retrySafety, ttlMs, options.applying === true];
+    const row = await this.#acquireRow(values);
     return this.#acquisition(a, ttlMs, row, false);
+  }
+
+  /** The acquire statement, asked once more under the locks if its fresh grant lost a race. */
+  async #acquireRow(values: unknown[]): Promise<AcquireRow> {
+    const session = await checkoutFor(this.#pool, 'acquire');
+    let failed = false;
+    try {
+      try {
+        return (await this.#on<AcquireRow>(session, 'acquire', values))[0]!;
+      } catch (error) {
+        if (!isUniqueViolation(error)) throw error;
+        return (await this.#on<AcquireRow>(session, 'acquireUnderLocks', values))[0]!;
+      }
+    } catch (error) {
+      failed = true;
+      throw error;
+    } finally {
+      session.release(failed);
+    }
   }
 
   async executeInTransaction(
@@ -366,8 +436,14 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload)],
         );
         if (completed.rows[0]!.o_outcome !== 'completed') {
+          // Committed meanwhile: by a transaction of this very key that held the resource before
+          // ours (a replay: this attempt's work is rolled back), else on another binding.
           await rollBack();
-          return { outcome: 'failed', error: await this.#conflict(a, true) };
+          const [known] = await this.#rows<PeekRow>('peek', [a.key]);
+          if (known?.state === 'done' && isBoundTo(known, a.resource, digest)) {
+            return { outcome: 'replayed', result: { payload: plainBytes(known.result!) } };
+          }
+          return { outcome: 'failed', error: conflictOf(a, known, true) };
         }
         completedAt = int(completed.rows[0]!.o_at_ms);
       } catch (error) {
@@ -426,13 +502,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
   }
 
-  /** Which part of the key's binding differs: its resource, the other execution mode, or the payload. */
+  /** The conflict a function reported, told apart by the key's binding. */
   async #conflict(a: Required<Action>, transactional: boolean): Promise<KeyConflictError> {
-    const rows = await this.#rows<{ resource: string; digest: Buffer }>('binding', [a.key]);
-    const bound = rows[0];
-    if (bound && bound.resource !== a.resource) return new KeyConflictError(a.key, 'resource');
-    const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
-    return new KeyConflictError(a.key, bound?.digest.equals(other) ? 'transactional' : 'payload');
+    const rows = await this.#rows<PeekRow>('peek', [a.key]);
+    return conflictOf(a, rows[0], transactional);
   }
 
   async renew(
@@ -628,12 +701,26 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const session = await checkoutFor(this.#pool, operation);
     let failed = false;
     try {
-      return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);
+      return await this.#on<R>(session, operation, values);
     } catch (error) {
       failed = true;
-      throw new StoreUnavailableError(operation, error);
+      throw error;
     } finally {
       session.release(failed);
+    }
+  }
+
+  /** One statement on a session already checked out; a unique violation is left to the caller. */
+  async #on<R extends pg.QueryResultRow>(
+    session: Session,
+    operation: keyof typeof SQL,
+    values: unknown[],
+  ): Promise<R[]> {
+    try {
+      return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);
+    } catch (error) {
+      if (isUniqueViolation(error) && session.lost === undefined) throw error;
+      throw new StoreUnavailableError(operation, error);
     }
   }
 
@@ -658,4 +745,32 @@ function toRecord(row: KeyRow): KeyRecord {
   if (row.result) record.result = { payload: plainBytes(row.result) };
   if (row.reason !== null) record.reason = row.reason;
   return record;
+}
+
+/** What a key is bound to and where it stands. */
+interface PeekRow {
+  state: KeyState;
+  resource: string;
+  digest: Buffer;
+  result: Buffer | null;
+}
+
+function isBoundTo(known: PeekRow, resource: string, digest: Buffer): boolean {
+  return known.resource === resource && known.digest.equals(digest);
+}
+
+/** Which part of the key's binding differs: its resource, the other execution mode, or the payload. */
+function conflictOf(
+  a: Required<Action>,
+  bound: { resource: string; digest: Buffer } | undefined,
+  transactional: boolean,
+): KeyConflictError {
+  if (bound && bound.resource !== a.resource) return new KeyConflictError(a.key, 'resource');
+  const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
+  return new KeyConflictError(a.key, bound?.digest.equals(other) ? 'transactional' : 'payload');
+}
+
+/** Postgres refused a row because its key exists: a race the store answers by asking again. */
+function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === '23505';
 }

@@ -1,0 +1,145 @@
+/**
+ * PgStore's single-statement paths (a first acquire, complete, the transactional pair) take no
+ * lock before their UPDATE of the resource row, so they can read "no such key" and then find the
+ * key committed by the time that row's lock is theirs. Each race is made to happen here: a side
+ * session holds the resource row, the caller's statement waits on it, the key is committed, the
+ * lock is let go. The answer must be what the functions would have said, with nothing written.
+ */
+import type pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { KeyConflictError, Runner } from '../../src/core/index.js';
+import { payloadDigest } from '../../src/store/digest.js';
+import { bytes, text } from '../support/bytes.js';
+import { type PgHarness, pgHarness, sidePool } from './pg-support/harness.js';
+
+const TTL = 10_000;
+
+describe('PgStore single-statement paths under races', () => {
+  let h: PgHarness;
+  let side: pg.Pool;
+  let runner: Runner;
+  beforeEach(async () => {
+    h = await pgHarness('pg_races');
+    side = sidePool(h.db);
+    runner = new Runner(h.store, { ttlMs: TTL });
+    await h.db.pool.query('create table ledger (key text not null, note text not null)');
+  });
+  afterEach(async () => {
+    await side.end();
+    await h.close();
+  });
+
+  /** A resource row that exists and is free, as after any earlier effect on it. */
+  const used = async (resource: string) => {
+    const done = await runner.execute({ key: `earlier-${resource}`, resource }, async () => ({
+      payload: bytes('earlier'),
+    }));
+    expect(done.outcome).toBe('applied');
+  };
+  const fenceOf = async (resource: string) =>
+    Number(
+      (await h.db.pool.query('select fence from resources where resource = $1', [resource])).rows[0]
+        .fence,
+    );
+
+  /** Holds the resource row in a side transaction until the returned function commits it. */
+  const holdRow = async (resource: string) => {
+    const client = await side.connect();
+    await client.query('begin');
+    await client.query('select from resources where resource = $1 for update', [resource]);
+    return {
+      client,
+      letGo: async () => {
+        await client.query('commit');
+        client.release();
+      },
+    };
+  };
+  /** Resolves once some statement of this database waits for a row lock. */
+  const someoneWaits = async () => {
+    for (let i = 0; i < 500; i++) {
+      const { rows } = await side.query(
+        `select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'`,
+      );
+      if (rows[0].n > 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error('no statement ever waited for the row lock');
+  };
+
+  it('a first acquire whose key is committed on another resource meanwhile is a KeyConflictError("resource"), nothing written', async () => {
+    await used('b');
+    const fence = await fenceOf('b');
+    const row = await holdRow('b');
+    const waiting = h.store.acquire({ key: 'k', resource: 'b' }, TTL, { applying: true });
+    await someoneWaits();
+    expect(
+      (await runner.execute({ key: 'k', resource: 'a' }, async () => ({ payload: bytes('a') })))
+        .outcome,
+    ).toBe('applied');
+    await row.letGo();
+    const error = await waiting.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(KeyConflictError);
+    expect((error as KeyConflictError).field).toBe('resource');
+    expect(await fenceOf('b')).toBe(fence);
+    expect((await h.store.inspect('k'))?.resource).toBe('a');
+  });
+
+  it('a first acquire whose key is completed on the same resource meanwhile replays it, nothing written', async () => {
+    await used('r');
+    const fence = await fenceOf('r');
+    const row = await holdRow('r');
+    const waiting = h.store.acquire({ key: 'k', resource: 'r' }, TTL, { applying: true });
+    await someoneWaits();
+    // What an execution of this key that held the row before us leaves behind.
+    await row.client.query(
+      `insert into keys (key, resource, digest, state, fence, retry_safety, result, updated_at)
+       values ('k', 'r', $1, 'done', $2, 'unknown', $3, store_now())`,
+      [payloadDigest(new Uint8Array()), fence + 1, Buffer.from('first')],
+    );
+    await row.client.query('update resources set fence = fence + 1 where resource = $1', ['r']);
+    await row.letGo();
+    const answer = await waiting;
+    expect(answer.outcome).toBe('replayed');
+    if (answer.outcome === 'replayed') expect(text(answer.result.payload)).toBe('first');
+    expect(await fenceOf('r')).toBe(fence + 1);
+  });
+
+  it('two transactional callers of one key on a used resource: the second waits, its work rolls back, it replays', async () => {
+    await used('acct');
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding!: () => void;
+    const firstHolds = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    const a = { key: 'tx', resource: 'acct' };
+    const work =
+      (note: string, wait: boolean) =>
+      async ({ tx }: { tx: pg.PoolClient }) => {
+        await tx.query('insert into ledger (key, note) values ($1, $2)', [a.key, note]);
+        if (wait) {
+          holding();
+          await gate;
+        }
+        return { payload: bytes(note) };
+      };
+    const first = runner.executeInTransaction<pg.PoolClient>(a, work('first', true));
+    await firstHolds;
+    const second = runner.executeInTransaction<pg.PoolClient>(a, work('second', false));
+    await someoneWaits();
+    release();
+    const [one, two] = await Promise.all([first, second]);
+    expect(one.outcome).toBe('applied');
+    expect(two.outcome).toBe('replayed');
+    if (two.outcome === 'replayed') expect(text(two.result.payload)).toBe('first');
+    const { rows } = await h.db.pool.query('select note from ledger where key = $1', [a.key]);
+    expect(rows.map((r) => r.note)).toEqual(['first']);
+  });
+});
