@@ -52,4 +52,11 @@ describe('PgStore.purge in batches', () => {
       expect(() => new PgStore({ pool: h.db.pool, purgeBatchSize })).toThrow(InvalidActionError);
     }
   });
+
+  it('refuses a duty cycle outside (0, 1]', () => {
+    for (const purgeDutyCycle of [0, -0.5, 1.5, Number.NaN, '0.5' as unknown as number]) {
+      expect(() => new PgStore({ pool: h.db.pool, purgeDutyCycle })).toThrow(InvalidActionError);
+    }
+    expect(() => new PgStore({ pool: h.db.pool, purgeDutyCycle: 1 })).not.toThrow();
+  });
 });
