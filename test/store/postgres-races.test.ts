@@ -10,16 +10,22 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KeyConflictError, Runner } from '../../src/core/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
 import { bytes, text } from '../support/bytes.js';
+import { databaseWithDefaultIsolation } from '../support/postgres.js';
 import { type PgHarness, pgHarness, sidePool } from './pg-support/harness.js';
 
 const TTL = 10_000;
 
-describe('PgStore single-statement paths under races', () => {
+describe.each([
+  ['the default isolation', undefined],
+  ['a SERIALIZABLE-default database', 'serializable'],
+] as const)('PgStore single-statement paths under races, on %s', (_, isolation) => {
   let h: PgHarness;
   let side: pg.Pool;
   let runner: Runner;
   beforeEach(async () => {
-    h = await pgHarness('pg_races');
+    h = await pgHarness('pg_races', {
+      url: isolation && (await databaseWithDefaultIsolation(isolation)),
+    });
     side = sidePool(h.db);
     runner = new Runner(h.store, { ttlMs: TTL });
     await h.db.pool.query('create table ledger (key text not null, note text not null)');

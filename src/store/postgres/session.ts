@@ -83,9 +83,17 @@ export async function queryAtReadCommitted<R extends pg.QueryResultRow>(
   const inlined = statement.text.replace(/\$(\d+)/g, (_, n: string) =>
     literal(client, values[Number(n) - 1]),
   );
-  const results = (await client.query(
-    `begin isolation level read committed; ${inlined}; commit`,
-  )) as unknown as pg.QueryResult<R>[];
+  let results: pg.QueryResult<R>[];
+  try {
+    results = (await client.query(
+      `begin isolation level read committed; ${inlined}; commit`,
+    )) as unknown as pg.QueryResult<R>[];
+  } catch (error) {
+    // A failed statement leaves that transaction open and aborted; the caller may go on using
+    // the connection (a unique violation it answers by asking again).
+    await client.query('rollback').catch(() => {});
+    throw error;
+  }
   return results[1]!.rows;
 }
 
