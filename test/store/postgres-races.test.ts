@@ -1,5 +1,5 @@
 /**
- * PgStore's single-statement paths (a first acquire, complete, the transactional pair) take no
+ * PgStore's single-statement paths (a first acquire, complete) and the transactional grant take no
  * lock before their UPDATE of the resource row, so they can read "no such key" and then find the
  * key committed by the time that row's lock is theirs. Each race is made to happen here: a side
  * session holds the resource row, the caller's statement waits on it, the key is committed, the
@@ -115,7 +115,7 @@ describe.each([
     expect(await fenceOf('r')).toBe(fence + 1);
   });
 
-  it('two transactional callers of one key on a used resource: the second waits, its work rolls back, it replays', async () => {
+  it('two transactional callers of one key on a used resource: the second waits for the commit and replays, its work never kept', async () => {
     await used('acct');
     let release!: () => void;
     const gate = new Promise<void>((resolve) => {

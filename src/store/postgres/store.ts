@@ -96,8 +96,6 @@ const SQL = {
     select * from ${s}.acquire_fresh($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
   // After acquire_fresh() lost a race (its key committed meanwhile on another resource).
   acquireUnderLocks: (s: string) => `select * from ${s}.acquire($1, $2, $3, $4, $5, $6)`,
-  // What a key is bound to and where it stands, to tell a conflict apart or a lost race.
-  peek: (s: string) => `select state, resource, digest, result from ${s}.keys where key = $1`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
   // The holder's complete in one statement, no function call: release the resource (the UPDATE
   // that matches only for this holder at this fence is the fence check), move the key to done and
@@ -158,34 +156,9 @@ const SQL = {
       returning key
     )
     select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
-  // A transactional key never seen on a resource nobody holds: the fence raised (and the row
-  // locked until the caller's commit: the lease) in one statement, else tx_acquire() decides.
-  txAcquire: (s: string) => `with granted as (
-      update ${s}.resources set fence = fence + 1
-       where resource = $2::text and holder is null
-         and not exists (select from ${s}.keys where key = $1::text)
-      returning fence
-    )
-    select 'applied' as o_outcome, fence as o_fence, null::bigint as o_retry_after_ms,
-      null::bytea as o_result, null::text as o_reason
-    from granted
-    union all
-    select * from ${s}.tx_acquire($1, $2, $3) where not exists (select from granted)`,
-  // The done key and its one event, in the caller's transaction; `conflict` when a key of that
-  // name was committed meanwhile (the caller rolls back and looks at what it is).
-  txComplete: (s: string) => `with created as (
-      insert into ${s}.keys (key, resource, digest, state, fence, retry_safety, result, updated_at)
-      values ($1::text, $2::text, $3::bytea, 'done', $4::bigint, $5::text, $6::bytea, ${s}.store_now())
-      on conflict (key) do nothing
-      returning key, updated_at
-    ), logged as (
-      insert into ${s}.events (key, from_state, to_state, fence, reason, actor, at)
-      select key, 'free', 'done', $4::bigint, 'applied in transaction', 'executeInTransaction',
-             updated_at
-        from created
-    )
-    select coalesce((select 'completed' from created), 'conflict') as o_outcome,
-      (select ${s}.epoch_ms(updated_at) from created) as o_at_ms`,
+  txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
+  txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
+  binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
   uncertainBacklog: (s: string) => `select count(*) as count,
     coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
     from ${s}.keys where state = 'uncertain'`,
@@ -360,22 +333,15 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   }
 
   /** The acquire statement, asked once more under the locks if its fresh grant lost a race. */
-  async #acquireRow(values: unknown[]): Promise<AcquireRow> {
-    const session = await checkoutFor(this.#pool, 'acquire');
-    let failed = false;
-    try {
+  #acquireRow(values: unknown[]): Promise<AcquireRow> {
+    return this.#withSession('acquire', async (session) => {
       try {
         return (await this.#on<AcquireRow>(session, 'acquire', values))[0]!;
       } catch (error) {
-        if (!isUniqueViolation(error)) throw error;
+        if (!lostRace(error, session)) throw error;
         return (await this.#on<AcquireRow>(session, 'acquireUnderLocks', values))[0]!;
       }
-    } catch (error) {
-      failed = true;
-      throw error;
-    } finally {
-      session.release(failed);
-    }
+    });
   }
 
   async executeInTransaction(
@@ -451,14 +417,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload)],
         );
         if (completed.rows[0]!.o_outcome !== 'completed') {
-          // Committed meanwhile: by a transaction of this very key that held the resource before
-          // ours (a replay: this attempt's work is rolled back), else on another binding.
           await rollBack();
-          const [known] = await this.#rows<PeekRow>('peek', [a.key]);
-          if (known?.state === 'done' && isBoundTo(known, a.resource, digest)) {
-            return { outcome: 'replayed', result: { payload: plainBytes(known.result!) } };
-          }
-          return { outcome: 'failed', error: conflictOf(a, known, true) };
+          return { outcome: 'failed', error: await this.#conflict(a, true) };
         }
         completedAt = int(completed.rows[0]!.o_at_ms);
       } catch (error) {
@@ -517,10 +477,13 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
   }
 
-  /** The conflict a function reported, told apart by the key's binding. */
+  /** Which part of the key's binding differs: its resource, the other execution mode, or the payload. */
   async #conflict(a: Required<Action>, transactional: boolean): Promise<KeyConflictError> {
-    const rows = await this.#rows<PeekRow>('peek', [a.key]);
-    return conflictOf(a, rows[0], transactional);
+    const rows = await this.#rows<{ resource: string; digest: Buffer }>('binding', [a.key]);
+    const bound = rows[0];
+    if (bound && bound.resource !== a.resource) return new KeyConflictError(a.key, 'resource');
+    const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
+    return new KeyConflictError(a.key, bound?.digest.equals(other) ? 'transactional' : 'payload');
   }
 
   async renew(
@@ -712,14 +675,16 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
   }
 
-  async #rows<R extends pg.QueryResultRow>(
-    operation: keyof typeof SQL,
-    values: unknown[],
-  ): Promise<R[]> {
+  #rows<R extends pg.QueryResultRow>(operation: keyof typeof SQL, values: unknown[]): Promise<R[]> {
+    return this.#withSession(operation, (session) => this.#on<R>(session, operation, values));
+  }
+
+  /** Runs `work` on one checked-out session; a failure discards the connection. */
+  async #withSession<T>(operation: string, work: (session: Session) => Promise<T>): Promise<T> {
     const session = await checkoutFor(this.#pool, operation);
     let failed = false;
     try {
-      return await this.#on<R>(session, operation, values);
+      return await work(session);
     } catch (error) {
       failed = true;
       throw error;
@@ -728,7 +693,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
   }
 
-  /** One statement on a session already checked out; a unique violation is left to the caller. */
+  /** One statement on a session already checked out. */
   async #on<R extends pg.QueryResultRow>(
     session: Session,
     operation: keyof typeof SQL,
@@ -737,7 +702,6 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     try {
       return await queryAtReadCommitted<R>(session.client, this.#sql[operation], values);
     } catch (error) {
-      if (isUniqueViolation(error) && session.lost === undefined) throw error;
       throw new StoreUnavailableError(operation, error);
     }
   }
@@ -765,30 +729,11 @@ function toRecord(row: KeyRow): KeyRecord {
   return record;
 }
 
-/** What a key is bound to and where it stands. */
-interface PeekRow {
-  state: KeyState;
-  resource: string;
-  digest: Buffer;
-  result: Buffer | null;
-}
-
-function isBoundTo(known: PeekRow, resource: string, digest: Buffer): boolean {
-  return known.resource === resource && known.digest.equals(digest);
-}
-
-/** Which part of the key's binding differs: its resource, the other execution mode, or the payload. */
-function conflictOf(
-  a: Required<Action>,
-  bound: { resource: string; digest: Buffer } | undefined,
-  transactional: boolean,
-): KeyConflictError {
-  if (bound && bound.resource !== a.resource) return new KeyConflictError(a.key, 'resource');
-  const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
-  return new KeyConflictError(a.key, bound?.digest.equals(other) ? 'transactional' : 'payload');
-}
-
-/** Postgres refused a row because its key exists: a race the store answers by asking again. */
-function isUniqueViolation(error: unknown): boolean {
-  return (error as { code?: unknown } | null)?.code === '23505';
+/**
+ * Postgres refused a row because its key exists, on a connection still up: a race the store
+ * answers by asking again on that connection.
+ */
+function lostRace(error: unknown, session: Session): boolean {
+  const cause = error instanceof StoreUnavailableError ? error.cause : undefined;
+  return (cause as { code?: unknown } | undefined)?.code === '23505' && session.lost === undefined;
 }

@@ -1,8 +1,8 @@
 -- 0005: the common paths in fewer statements (issue: execute at the commit floor). A key never
--- seen, on a resource nobody holds, is granted by acquire_fresh() in one statement; complete and
--- the transactional pair are single SQL statements sent by PgStore, with no function call at
--- all. The 0001-0004 functions stay, unchanged, for every other case (and for workers of earlier
--- versions during a rolling upgrade).
+-- seen, on a resource nobody holds, is granted by acquire_fresh() in one statement; complete is a
+-- single SQL statement sent by PgStore, with no function call at all. The 0001-0004 functions
+-- stay, unchanged, for every other case (and for workers of earlier versions during a rolling
+-- upgrade).
 --
 -- PgStore's complete statement asks move_key() to raise when a resource names a holder whose key
 -- is not held (the invariant every transition keeps), so that release is rolled back as before.
