@@ -79,7 +79,7 @@ describe('a connection killed mid-operation', () => {
     const unlock = await lockResource(setup.resource);
     const a = { ...action(), resource: setup.resource };
     const pending = h.store.acquire(a, TTL);
-    await killWhenWaiting('acquire_fresh');
+    await killWhenWaiting('grant_fresh');
     await expect(pending).rejects.toBeInstanceOf(StoreUnavailableError);
     await unlock();
     expect(await h.store.inspect(a.key)).toBeUndefined();

@@ -85,7 +85,7 @@ const keyColumns = (s: string) =>
 
 const SQL = {
   // A done key with this binding is answered by one index read (`hit`, evaluated once and used
-  // twice), no function call; anything else goes to acquire_fresh(), which grants a key never seen
+  // twice), no function call; anything else goes to grant_fresh(), which grants a key never seen
   // on a free resource in one statement and hands every other case to acquire().
   acquire: (s: string) => `with hit as materialized (
       select result from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')
@@ -93,29 +93,26 @@ const SQL = {
       null::bigint as o_retry_after_ms, result as o_result, null::text as o_reason
     from hit
     union all
-    select * from ${s}.acquire_fresh($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
-  // After acquire_fresh() lost a race (its key committed meanwhile on another resource).
+    select * from ${s}.grant_fresh($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
+  // After grant_fresh() lost a race (its key committed meanwhile on another resource).
   acquireUnderLocks: (s: string) => `select * from ${s}.acquire($1, $2, $3, $4, $5, $6)`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
   // The holder's complete in one statement, no function call: release the resource (the UPDATE
-  // that matches only for this holder at this fence is the fence check), move the key to done and
-  // log it. A repeat or a stale fence matched nothing and wrote nothing: complete() answers it. A
-  // resource naming a holder whose key is not held breaks the invariant both are written under;
-  // move_key() raises that, rolling the release back.
+  // that matches only for this holder at this fence is the fence check) and move the key to done,
+  // recording on the row the state it was completed from (the completion's event, see events). A
+  // repeat or a stale fence matched nothing and wrote nothing: complete() answers it. A resource
+  // naming a holder whose key is not held breaks the invariant both are written under; move_key()
+  // raises that, rolling the release back.
   complete: (s: string) => `with released as (
       update ${s}.resources set holder = null, expires_at = null
        where resource = $2::text and fence = $3::bigint and holder = $1::text
       returning ${s}.store_now() as at
     ), moved as (
       update ${s}.keys k
-         set state = 'done', result = $4::bytea, updated_at = released.at
-        from released, ${s}.keys before
+         set state = 'done', result = $4::bytea, updated_at = released.at, completed_from = k.state
+        from released
        where k.key = $1::text and k.fence = $3::bigint and k.state in ('held', 'applying')
-         and before.key = k.key
-      returning before.state as from_state, k.updated_at
-    ), logged as (
-      insert into ${s}.events (key, from_state, to_state, fence, reason, actor, at)
-      select $1::text, from_state, 'done', $3::bigint, 'completed', 'complete', updated_at from moved
+      returning 1
     )
     select 'completed' as o_outcome, null::bytea as o_result from moved
     union all
@@ -157,13 +154,35 @@ const SQL = {
     )
     select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
   txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
-  txComplete: (s: string) => `select * from ${s}.tx_complete($1, $2, $3, $4, $5, $6)`,
+  // The transactional effect's key, written once as done in the caller's transaction (the resource
+  // row is still locked by tx_acquire), its one transition recorded on the row. No row back: a key
+  // of that name was committed meanwhile on another resource.
+  txComplete: (s: string) => `with clock as (select ${s}.store_now() as at)
+    insert into ${s}.keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
+                           granted_at, granted_state, granted_fence)
+    select $1, $2, $3, 'done', $4, $5, $6, at, at, 'done', $4 from clock
+    on conflict (key) do nothing
+    returning ${s}.epoch_ms(updated_at) as o_at_ms`,
   binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
   uncertainBacklog: (s: string) => `select count(*) as count,
     coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
     from ${s}.keys where state = 'uncertain'`,
+  // The logged events, with the two recorded on the key row in their place: its first grant (or
+  // transactional commit) before them, its completion after them. Each reads as it would logged.
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
-    ${s}.epoch_ms(at) as at_ms from ${s}.events where key = $1 order by id`,
+    ${s}.epoch_ms(at) as at_ms from (
+      select key, 'free' as from_state, granted_state as to_state, granted_fence as fence,
+        case granted_state when 'done' then 'applied in transaction' else 'granted' end as reason,
+        case granted_state when 'done' then 'executeInTransaction' else 'acquire' end as actor,
+        granted_at as at, 0 as part, 0::bigint as id
+      from ${s}.keys where key = $1 and granted_at is not null
+      union all
+      select key, from_state, to_state, fence, reason, actor, at, 1, id
+      from ${s}.events where key = $1
+      union all
+      select key, completed_from, 'done', fence, 'completed', 'complete', updated_at, 2, 0
+      from ${s}.keys where key = $1 and completed_from is not null
+    ) logged order by part, id`,
 };
 
 /** What the acquire statement answers. */
@@ -412,15 +431,20 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           signal: options.signal ?? new AbortController().signal,
         });
         payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
-        const completed = await query<{ o_outcome: string; o_at_ms: string }>(
-          this.#sql.txComplete,
-          [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload)],
-        );
-        if (completed.rows[0]!.o_outcome !== 'completed') {
+        const completed = await query<{ o_at_ms: string }>(this.#sql.txComplete, [
+          a.key,
+          a.resource,
+          digest,
+          fence,
+          a.retrySafety,
+          asBuffer(payload),
+        ]);
+        const written = completed.rows[0];
+        if (!written) {
           await rollBack();
           return { outcome: 'failed', error: await this.#conflict(a, true) };
         }
-        completedAt = int(completed.rows[0]!.o_at_ms);
+        completedAt = int(written.o_at_ms);
       } catch (error) {
         // Before commit nothing is visible to anyone: rolled back, the effect did not happen.
         await rollBack();
