@@ -61,6 +61,8 @@ export function checkText(
   if (value.length === 0 && !allowEmpty) throw new InvalidActionError(field, 'must not be empty');
   if (value.includes('\0')) throw new InvalidActionError(field, 'must not contain NUL bytes');
   if (!value.isWellFormed()) throw new InvalidActionError(field, 'must be well-formed Unicode');
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: short strings need no encoding to be measured.
+  if (value.length * 3 <= maxBytes) return value;
   const bytes = encoder.encode(value).length;
   if (bytes > maxBytes)
     throw new InvalidActionError(field, `is ${bytes} bytes, the limit is ${maxBytes}`);

@@ -49,13 +49,18 @@ async function lockResource(resource: string): Promise<() => Promise<void>> {
   };
 }
 
-/** Waits until a backend of this schema sits in `fn` waiting on a lock, then kills it. */
-async function killWhenWaiting(fn: string): Promise<void> {
+/**
+ * Waits until a backend of this schema runs the statement that begins with `start` and sits
+ * waiting on a lock, then kills it. Matched by its beginning: pg_stat_activity keeps only the
+ * first 1 KiB of a statement.
+ */
+async function killWhenWaiting(start: string): Promise<void> {
   for (let i = 0; i < 500; i++) {
     const { rows } = await side.query<{ pid: number }>(
       `select pid from pg_stat_activity
-        where wait_event_type = 'Lock' and query like $1 and pid <> pg_backend_pid()`,
-      [`%"${h.db.schema}".${fn}(%`],
+        where wait_event_type = 'Lock' and query like $1 and query like $2
+          and pid <> pg_backend_pid()`,
+      [`${start}%`, `%"${h.db.schema}".%`],
     );
     if (rows[0]) {
       await side.query('select pg_terminate_backend($1)', [rows[0].pid]);
@@ -63,7 +68,7 @@ async function killWhenWaiting(fn: string): Promise<void> {
     }
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
-  throw new Error(`no backend waited in ${fn}`);
+  throw new Error(`no backend waited in the statement ${start}...`);
 }
 
 async function grantAndRelease(store: Store, a: Action): Promise<void> {
@@ -79,7 +84,7 @@ describe('a connection killed mid-operation', () => {
     const unlock = await lockResource(setup.resource);
     const a = { ...action(), resource: setup.resource };
     const pending = h.store.acquire(a, TTL);
-    await killWhenWaiting('grant_fresh');
+    await killWhenWaiting('with hit as');
     await expect(pending).rejects.toBeInstanceOf(StoreUnavailableError);
     await unlock();
     expect(await h.store.inspect(a.key)).toBeUndefined();
@@ -96,7 +101,7 @@ describe('a connection killed mid-operation', () => {
       unlock = await lockResource(a.resource);
       // complete blocks on the lock and is killed; the Runner's markUncertain then waits for
       // the same lock, which is let go once the kill is done.
-      killed = killWhenWaiting('complete').then(() => unlock!());
+      killed = killWhenWaiting('with released as').then(() => unlock!());
       return { payload: bytes('charged') };
     });
     await killed;

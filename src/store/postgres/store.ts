@@ -86,7 +86,9 @@ const keyColumns = (s: string) =>
 const SQL = {
   // A done key with this binding is answered by one index read (`hit`, evaluated once and used
   // twice), no function call; anything else goes to grant_fresh(), which grants a key never seen
-  // on a free resource in one statement and hands every other case to acquire().
+  // on a free resource in one statement and hands every other case to acquire(). (The same grant
+  // as plain SQL here measured faster to grant but slower to replay: every replay would set up the
+  // grant's writes too.)
   acquire: (s: string) => `with hit as materialized (
       select result from ${s}.keys where key = $1 and resource = $2 and digest = $3 and state = 'done')
     select 'replayed' as o_outcome, null::bigint as o_fence, null::bigint as o_expires_at_ms,
@@ -97,30 +99,28 @@ const SQL = {
   // After grant_fresh() lost a race (its key committed meanwhile on another resource).
   acquireUnderLocks: (s: string) => `select * from ${s}.acquire($1, $2, $3, $4, $5, $6)`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
-  // The holder's complete in one statement, no function call: release the resource (the UPDATE
-  // that matches only for this holder at this fence is the fence check) and move the key to done,
-  // recording on the row the state it was completed from (the completion's event, see events). A
-  // repeat or a stale fence matched nothing and wrote nothing: complete() answers it. A resource
-  // naming a holder whose key is not held breaks the invariant both are written under; move_key()
-  // raises that, rolling the release back.
+  // The holder's complete in one statement, no function call: release the resource and move the
+  // key to done, recording on the row the state it was completed from (the completion's event, see
+  // events). The UPDATE matches only for this holder at this fence, holding its key held or
+  // applying (the invariant every transition keeps), so it is the fence check and the key moves
+  // with it. No row back means nothing was written: complete() judges it (a repeat, a stale
+  // fence, or a broken invariant, which it raises).
   complete: (s: string) => `with released as (
-      update ${s}.resources set holder = null, expires_at = null
+      update ${s}.resources r set holder = null, expires_at = null
        where resource = $2::text and fence = $3::bigint and holder = $1::text
+         and exists (select from ${s}.keys k
+                      where k.key = r.holder and k.fence = r.fence
+                        and k.state in ('held', 'applying'))
       returning ${s}.store_now() as at
     ), moved as (
       update ${s}.keys k
          set state = 'done', result = $4::bytea, updated_at = released.at, completed_from = k.state
         from released
-       where k.key = $1::text and k.fence = $3::bigint and k.state in ('held', 'applying')
+       where k.key = $1::text and k.fence = $3::bigint
       returning 1
     )
-    select 'completed' as o_outcome, null::bytea as o_result from moved
-    union all
-    select * from ${s}.complete($1, $2, $3, $4) where not exists (select from released)
-    union all
-    select 'broken', null from released
-     where not exists (select from moved)
-       and ${s}.move_key($1, $3, 'done', $4, 'completed', 'complete', released.at) is null`,
+    select from moved`,
+  completeJudged: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
   resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6)`,
@@ -195,6 +195,12 @@ interface AcquireRow {
   o_reason: string | null;
 }
 
+/** What complete() answers when the one-statement complete wrote nothing. */
+interface CompleteRow {
+  o_outcome: string;
+  o_result: Buffer | null;
+}
+
 interface KeyRow {
   key: string;
   resource: string;
@@ -208,9 +214,10 @@ interface KeyRow {
 
 /**
  * The production Store: the key state machine (docs/architecture.md) in Postgres, one statement per
- * operation (a plpgsql function, or for the common paths plain SQL with the function as its
- * fallback; see migrations/), so every operation is ONE round trip that decides and
- * writes atomically under row locks, with lease expiry judged by the database clock. Workers on
+ * decision (a plpgsql function, or for the common paths plain SQL with the function as its
+ * fallback; see migrations/), each deciding and writing atomically under row locks, with lease
+ * expiry judged by the database clock: one round trip per operation (two only for a complete
+ * the plain statement could not apply: a repeat or a stale fence). Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
  *
  * Each operation runs at READ COMMITTED whatever the database's default, on a client whose
@@ -532,12 +539,12 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   async complete(action: Action, lease: Lease, result: Result): Promise<Result> {
     const payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
     const a = this.#leaseAction(action, lease);
-    const row = await this.#one<{ o_outcome: string; o_result: Buffer | null }>('complete', [
-      a.key,
-      a.resource,
-      lease.fence,
-      asBuffer(payload),
-    ]);
+    const values = [a.key, a.resource, lease.fence, asBuffer(payload)];
+    const row = await this.#withSession('complete', async (session) => {
+      if ((await this.#on(session, 'complete', values)).length === 1) return undefined;
+      return (await this.#on<CompleteRow>(session, 'completeJudged', values))[0]!;
+    });
+    if (!row) return { payload: plainBytes(payload) };
     if (row.o_outcome === 'replayed') return { payload: plainBytes(row.o_result!) };
     this.#expect(row.o_outcome, 'completed', a.resource, lease);
     return { payload: plainBytes(payload) };
