@@ -85,7 +85,7 @@ const keyColumns = (s: string) =>
 
 const SQL = {
   // A done key with this binding is answered by one index read (`hit`, evaluated once and used
-  // twice), no function call; anything else goes to grant_fresh(), which grants a key never seen
+  // twice), no function call; anything else goes to acquire_fresh(), which grants a key never seen
   // on a free resource in one statement and hands every other case to acquire(). (The same grant
   // as plain SQL here measured faster to grant but slower to replay: every replay would set up the
   // grant's writes too.)
@@ -95,8 +95,8 @@ const SQL = {
       null::bigint as o_retry_after_ms, result as o_result, null::text as o_reason
     from hit
     union all
-    select * from ${s}.grant_fresh($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
-  // After grant_fresh() lost a race (its key committed meanwhile on another resource).
+    select * from ${s}.acquire_fresh($1, $2, $3, $4, $5, $6) where not exists (select from hit)`,
+  // After acquire_fresh() lost a race (its key committed meanwhile on another resource).
   acquireUnderLocks: (s: string) => `select * from ${s}.acquire($1, $2, $3, $4, $5, $6)`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
   // The holder's complete in one statement, no function call: release the resource and move the

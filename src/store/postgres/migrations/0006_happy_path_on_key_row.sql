@@ -13,7 +13,7 @@
 alter function epoch_ms(timestamptz) stable;
 
 -- A key's first transition (free -> granted_state at granted_fence), when it was granted by
--- grant_fresh() or committed by a transactional effect (granted_state 'done'); null otherwise.
+-- acquire_fresh() or committed by a transactional effect (granted_state 'done'); null otherwise.
 alter table keys
   add column granted_at timestamptz,
   add column granted_state text,
@@ -22,10 +22,11 @@ alter table keys
   -- PgStore's complete statement); the completion's fence and time are the row's own.
   add column completed_from text;
 
--- acquire_fresh() (0005) without the events row: the grant is recorded on the new key row. A key
--- of this name committed meanwhile on another resource makes the insert fail, and the whole call
--- with it: the caller asks again under the locks.
-create function grant_fresh(
+-- acquire_fresh() as in 0005, except that the grant is recorded on the new key row instead of as an
+-- events row (no released version calls it, so it is replaced in place). A key of this name
+-- committed meanwhile on another resource makes the insert fail, and the whole call with it: the
+-- caller asks again under the locks.
+create or replace function acquire_fresh(
   p_key text,
   p_resource text,
   p_digest bytea,
