@@ -1,9 +1,12 @@
 import { createHash, hash } from 'node:crypto';
 
+const EMPTY_DIGEST = hash('sha256', new Uint8Array(0), 'buffer');
+
 /** The payload's sha-256: a key is bound to it so a reused key with other parameters is caught. */
 export function payloadDigest(payload: Uint8Array): Buffer {
-  // The one-shot form: no Hash object per call on the hot path of every acquire.
-  return hash('sha256', payload, 'buffer');
+  // The one-shot form: no Hash object per call on the hot path of every acquire. Most actions
+  // carry no payload: their digest is computed once.
+  return payload.length === 0 ? EMPTY_DIGEST : hash('sha256', payload, 'buffer');
 }
 
 /**

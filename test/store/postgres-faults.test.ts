@@ -84,7 +84,7 @@ describe('a connection killed mid-operation', () => {
     const unlock = await lockResource(setup.resource);
     const a = { ...action(), resource: setup.resource };
     const pending = h.store.acquire(a, TTL);
-    await killWhenWaiting('with hit as');
+    await killWhenWaiting('select h.result as o_result');
     await expect(pending).rejects.toBeInstanceOf(StoreUnavailableError);
     await unlock();
     expect(await h.store.inspect(a.key)).toBeUndefined();

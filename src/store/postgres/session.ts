@@ -20,27 +20,29 @@ export interface Session {
 function checkout(pool: pg.Pool): Promise<Session> {
   return new Promise((resolve, reject) => {
     pool.connect((error, client, done) => {
-      if (error || !client) {
-        reject(error ?? new Error('pool handed out no client'));
-        return;
-      }
-      let lost: unknown;
-      const onError = (cause: unknown): void => {
-        lost ??= cause;
-      };
-      client.on('error', onError);
-      resolve({
-        client,
-        get lost() {
-          return lost;
-        },
-        release(broken = false) {
-          done(lost ?? (broken ? new Error('connection discarded after a failure') : undefined));
-          client.off('error', onError);
-        },
-      });
+      if (error || !client) reject(error ?? new Error('pool handed out no client'));
+      else resolve(sessionOf(client, done));
     });
   });
+}
+
+/** The client pg-pool just handed over, listened to from this moment on. */
+function sessionOf(client: pg.PoolClient, done: (release?: unknown) => void): Session {
+  let lost: unknown;
+  const onError = (cause: unknown): void => {
+    lost ??= cause;
+  };
+  client.on('error', onError);
+  return {
+    client,
+    get lost() {
+      return lost;
+    },
+    release(broken = false) {
+      done(lost ?? (broken ? new Error('connection discarded after a failure') : undefined));
+      client.off('error', onError);
+    },
+  };
 }
 
 /** {@link checkout} for one store operation: a pool that cannot hand out a connection is StoreUnavailableError. */
@@ -50,6 +52,48 @@ export async function checkoutFor(pool: pg.Pool, operation: string): Promise<Ses
   } catch (error) {
     throw new StoreUnavailableError(operation, error);
   }
+}
+
+/**
+ * One statement on a pooled connection, at READ COMMITTED ({@link queryAtReadCommitted}), in the
+ * fewest steps: every store operation but a few is exactly this, and on the replay path the
+ * promise hops of a checkout, a session and a query measured as much Node time as the query
+ * itself. The connection's error listener is attached in the checkout's own callback, as in
+ * {@link checkout}. A failure is StoreUnavailableError with the cause, and the connection is
+ * discarded, except after a unique violation (`23505`, a race the caller answers by asking
+ * again): that leaves the connection as fit as it was.
+ */
+export function runStatement<R extends pg.QueryResultRow>(
+  pool: pg.Pool,
+  operation: string,
+  statement: { name?: string; text: string },
+  values: unknown[],
+): Promise<R[]> {
+  return new Promise((resolve, reject) => {
+    pool.connect((error, client, done) => {
+      if (error || !client) {
+        const cause = error ?? new Error('pool handed out no client');
+        reject(new StoreUnavailableError(operation, cause));
+        return;
+      }
+      const session = sessionOf(client, done);
+      const finish = (failure: unknown, rows?: R[]): void => {
+        session.release(Boolean(failure) && (failure as { code?: unknown }).code !== '23505');
+        if (failure) reject(new StoreUnavailableError(operation, failure));
+        else resolve(rows!);
+      };
+      if (readCommittedByDefault.get(client) === true) {
+        client.query<R>({ ...statement, values }, (failure, result) =>
+          finish(failure, result?.rows),
+        );
+      } else {
+        queryAtReadCommitted<R>(client, statement, values).then(
+          (rows) => finish(undefined, rows),
+          (failure: unknown) => finish(failure),
+        );
+      }
+    });
+  });
 }
 
 /** Whether each connection's default isolation is READ COMMITTED, asked once per connection. */
