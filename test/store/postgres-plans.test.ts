@@ -7,8 +7,8 @@
 import pg from 'pg';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { Runner } from '../../src/core/index.js';
-import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 
 const TTL = 10_000;
