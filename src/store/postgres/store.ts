@@ -155,10 +155,23 @@ const SQL = {
       returning key
     )
     select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
-  txAcquire: (s: string) => `select * from ${s}.tx_acquire($1, $2, $3)`,
+  // The transactional grant of a key never seen, on a resource nobody holds: the resource row
+  // locked and its fence raised by one UPDATE, no function call. tx_acquire(), in a CASE evaluated
+  // only when that UPDATE matched nothing, judges every other case. A transaction of the same key
+  // that committed while this one waited for the row lock is not seen by this statement; the
+  // commit's insert then finds its key (see txComplete).
+  txAcquire: (s: string) => `with granted as (
+      update ${s}.resources set fence = fence + 1
+       where resource = $2 and holder is null and not exists (select from ${s}.keys where key = $1)
+      returning fence
+    )
+    select g.fence as o_fence,
+      case when g.fence is null then to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged
+    from (select) as one left join granted as g on true`,
   // The transactional effect's key, written once as done in the caller's transaction (the resource
-  // row is still locked by tx_acquire), its one transition recorded on the row. No row back: a key
-  // of that name was committed meanwhile on another resource.
+  // row is still locked by txAcquire), its one transition recorded on the row. No row back: a key of
+  // that name was committed meanwhile (on this resource while txAcquire waited for its lock, or on
+  // another), so this attempt is rolled back and asked again.
   txComplete: (s: string) => `with clock as (select ${s}.store_now() as at)
     insert into ${s}.keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
                            granted_at, granted_state, granted_fence)
@@ -205,6 +218,14 @@ interface AcquireRow {
   o_result: Buffer | null;
   o_reason: string | null;
 }
+
+/** An acquire function's row, come back through to_jsonb. */
+function fromJson(row: AcquireJson): AcquireRow {
+  return { ...row, o_result: row.o_result === null ? null : parseBytea(row.o_result) };
+}
+
+/** A transactional attempt that found its key committed by another caller: asked again. */
+const LOST_RACE = Symbol('lost race');
 
 /** pg's own bytea parser, for the bytea inside JSON: it reads whichever `bytea_output` the session uses. */
 const parseBytea = pg.types.getTypeParser(pg.types.builtins.BYTEA, 'text') as (
@@ -381,8 +402,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
     const { o_result, o_fresh } = answer;
     if (!o_fresh) return { outcome: 'replayed', result: { payload: plainBytes(o_result!) } };
-    const result = o_fresh.o_result === null ? null : parseBytea(o_fresh.o_result);
-    return this.#acquisition(a, ttlMs, { ...o_fresh, o_result: result }, false);
+    return this.#acquisition(a, ttlMs, fromJson(o_fresh), false);
   }
 
   async executeInTransaction(
@@ -393,6 +413,24 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   ): Promise<Execution> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
+    for (;;) {
+      const execution = await this.#transactionAttempt(a, ttlMs, work, options);
+      if (execution !== LOST_RACE) return execution;
+    }
+  }
+
+  /**
+   * One transaction: grant, the effect's work, the key written done, commit. LOST_RACE when the
+   * key turned out committed meanwhile by another caller: everything of this attempt, the work's
+   * statements included, is rolled back, and the next attempt sees that key (a replay, or a
+   * conflict).
+   */
+  async #transactionAttempt(
+    a: Required<Action>,
+    ttlMs: number,
+    work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
+    options: { signal?: AbortSignal },
+  ): Promise<Execution | typeof LOST_RACE> {
     const operation = 'executeInTransaction';
     const session = await checkoutFor(this.#pool, operation);
     const { client } = session;
@@ -426,13 +464,17 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       await query('begin isolation level read committed');
       open = true;
       const digest = transactionalDigest(a.payload);
-      const granted = await query<AcquireRow>(this.#sql.txAcquire, [a.key, a.resource, digest]);
-      const row = granted.rows[0]!;
-      if (row.o_outcome !== 'applied') {
+      const granted = await query<{ o_fence: string | null; o_judged: AcquireJson | null }>(
+        this.#sql.txAcquire,
+        [a.key, a.resource, digest],
+      );
+      const { o_fence, o_judged } = granted.rows[0]!;
+      const judged = o_judged && fromJson(o_judged);
+      if (judged && judged.o_outcome !== 'applied') {
         // No other answer keeps a write; the transaction ends before a conflict's binding is
         // looked up on another connection.
         await rollBack();
-        const acquisition = await this.#acquisition(a, ttlMs, row, true);
+        const acquisition = await this.#acquisition(a, ttlMs, judged, true);
         return acquisition.outcome === 'uncertain'
           ? {
               outcome: 'uncertain',
@@ -441,7 +483,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
             }
           : (acquisition as Execution);
       }
-      const fence = int(row.o_fence);
+      const fence = int(judged ? judged.o_fence : o_fence);
       let payload: Uint8Array;
       let completedAt: number;
       try {
@@ -464,7 +506,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         const written = completed.rows[0];
         if (!written) {
           await rollBack();
-          return { outcome: 'failed', error: await this.#conflict(a, true) };
+          return LOST_RACE;
         }
         completedAt = int(written.o_at_ms);
       } catch (error) {
