@@ -14,10 +14,14 @@
  * the ratio printed is the median of the rounds' ratios, so a change in machine load during the
  * run hits both sides of a round alike. Prints the table and
  * whether the targets hold (execute >= 0.6x floor, replay >= 0.8x, transactional >= 0.8x the
- * hand-written write and >= 1.3x execute + writeFenced); never fails on time.
+ * hand-written write and >= 1.3x execute + writeFenced); never fails on time. Beside each ratio it
+ * prints, for information, the same comparison in CPU time per op (this process and the local
+ * database's backends), which moves far less than throughput on a shared host.
  * Run: npx tsx bench/store.bench.ts   (DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test)
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import pg from 'pg';
 import { Runner } from '../src/core/index.js';
@@ -129,12 +133,41 @@ const ops: Record<string, Op> = {
   },
 };
 
-/** Runs `op` from `concurrency` callers for ROUND_MS; returns completed ops per second. */
-async function measure(op: Op, concurrency: number): Promise<number> {
+/** Clock ticks per second of /proc's CPU times. */
+const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100;
+
+/**
+ * CPU microseconds spent so far by every process named postgres that /proc shows: the database's
+ * backends when it runs on this machine, 0 when it does not (the CPU column then reads n/a).
+ */
+function postgresCpuMicros(): number {
+  let ticks = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (!stat.includes('(postgres)')) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return (ticks / TICKS_PER_SECOND) * 1e6;
+}
+
+/**
+ * Runs `op` from `concurrency` callers for ROUND_MS; returns completed ops per second and the CPU
+ * time per op of this process plus the local database's (steadier on a noisy machine than
+ * throughput, which also moves with whatever else the host runs).
+ */
+async function measure(op: Op, concurrency: number): Promise<{ rate: number; cpu: number }> {
   run += 1;
   let done = 0;
   const deadline = performance.now() + ROUND_MS;
   const start = performance.now();
+  const node = process.cpuUsage();
+  const postgres = postgresCpuMicros();
   await Promise.all(
     Array.from({ length: concurrency }, async (_, caller) => {
       for (let n = 0; performance.now() < deadline; n++) {
@@ -143,7 +176,10 @@ async function measure(op: Op, concurrency: number): Promise<number> {
       }
     }),
   );
-  return (done / (performance.now() - start)) * 1000;
+  const rate = (done / (performance.now() - start)) * 1000;
+  const { user, system } = process.cpuUsage(node);
+  const database = postgresCpuMicros() - postgres;
+  return { rate, cpu: database > 0 ? (user + system + database) / done : Number.NaN };
 }
 
 function median(values: number[]): number {
@@ -154,14 +190,17 @@ function median(values: number[]): number {
 /** `BENCH_ONLY=tx` (a substring of a scenario name) runs just the matching scenarios while tuning. */
 const only = process.env.BENCH_ONLY;
 
-/** Median ops/s of each side and the median of the per-round ratios. */
+/**
+ * Median ops/s of each side, the median of the per-round ratios, and the median of the per-round
+ * CPU ratios (the peer's CPU per op over ours: above 1 when ours costs less).
+ */
 async function pair(
   ours: string,
   floor: string,
   concurrency: number,
-): Promise<{ ours: number; floor: number; ratio: number }> {
-  const a: number[] = [];
-  const b: number[] = [];
+): Promise<{ ours: number; floor: number; ratio: number; cpuRatio: number }> {
+  const a: Array<{ rate: number; cpu: number }> = [];
+  const b: Array<{ rate: number; cpu: number }> = [];
   for (let round = 0; round < ROUNDS; round++) {
     if (round % 2 === 0) {
       a.push(await measure(ops[ours]!, concurrency));
@@ -171,7 +210,12 @@ async function pair(
       a.push(await measure(ops[ours]!, concurrency));
     }
   }
-  return { ours: median(a), floor: median(b), ratio: median(a.map((x, i) => x / b[i]!)) };
+  return {
+    ours: median(a.map((x) => x.rate)),
+    floor: median(b.map((x) => x.rate)),
+    ratio: median(a.map((x, i) => x.rate / b[i]!.rate)),
+    cpuRatio: median(a.map((x, i) => b[i]!.cpu / x.cpu)),
+  };
 }
 
 /** Round trips of one execute, counted at the connection: the design says 2 (acquire, complete). */
@@ -218,6 +262,7 @@ async function main(): Promise<void> {
     ours: number;
     floor: number;
     ratio: number;
+    cpuRatio: number;
     target: number;
   }> = [];
   const scenarios = [
@@ -246,7 +291,7 @@ async function main(): Promise<void> {
     `round trips per Runner.execute: ${trips} (acquire straight into applying + complete)\n`,
   );
   console.log(
-    `${'scenario'.padEnd(22)} ${'callers'.padStart(7)} ${'ours ops/s'.padStart(11)} ${'peer ops/s'.padStart(12)} ${'ratio'.padStart(6)} ${'target'.padStart(7)}  met`,
+    `${'scenario'.padEnd(22)} ${'callers'.padStart(7)} ${'ours ops/s'.padStart(11)} ${'peer ops/s'.padStart(12)} ${'ratio'.padStart(6)} ${'target'.padStart(7)}  met     ${'cpu ratio'.padStart(9)}`,
   );
   let allMet = true;
   for (const row of rows) {
@@ -254,10 +299,14 @@ async function main(): Promise<void> {
     const met = ratio >= row.target;
     allMet &&= met;
     console.log(
-      `${row.scenario.padEnd(22)} ${String(row.c).padStart(7)} ${row.ours.toFixed(0).padStart(11)} ${row.floor.toFixed(0).padStart(12)} ${ratio.toFixed(2).padStart(6)} ${`>=${row.target}`.padStart(7)}  ${met ? 'met' : 'MISSED'}`,
+      `${row.scenario.padEnd(22)} ${String(row.c).padStart(7)} ${row.ours.toFixed(0).padStart(11)} ${row.floor.toFixed(0).padStart(12)} ${ratio.toFixed(2).padStart(6)} ${`>=${row.target}`.padStart(7)}  ${(met ? 'met' : 'MISSED').padEnd(6)}  ${(Number.isNaN(row.cpuRatio) ? 'n/a' : row.cpuRatio.toFixed(2)).padStart(9)}`,
     );
   }
-  console.log(`\ntargets ${allMet ? 'met' : 'NOT all met'}`);
+  console.log(
+    '\ncpu ratio (information): CPU per op of the peer over ours, this process plus the local',
+  );
+  console.log('database backends; steadier than throughput when the host is noisy.');
+  console.log(`targets ${allMet ? 'met' : 'NOT all met'}`);
 }
 
 try {
