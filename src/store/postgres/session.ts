@@ -57,8 +57,8 @@ export async function checkoutFor(pool: pg.Pool, operation: string): Promise<Ses
 /**
  * One statement on a pooled connection, at READ COMMITTED ({@link queryAtReadCommitted}), in the
  * fewest steps: every store operation but a few is exactly this, and on the replay path the
- * promise hops of a checkout, a session and a query measured as much Node time as the query
- * itself. The connection's error listener is attached in the checkout's own callback, as in
+ * nested async steps of a checkout, a session and a query measured as much Node time as the
+ * query itself. The connection's error listener is attached in the checkout's own callback, as in
  * {@link checkout}. A failure is StoreUnavailableError with the cause, and the connection is
  * discarded, except after a unique violation (`23505`, a race the caller answers by asking
  * again): that leaves the connection as fit as it was.
@@ -78,22 +78,21 @@ export function runStatement<R extends pg.QueryResultRow>(
       }
       const session = sessionOf(client, done);
       const finish = (failure: unknown, rows?: R[]): void => {
-        session.release(Boolean(failure) && (failure as { code?: unknown }).code !== '23505');
+        session.release(Boolean(failure) && !isUniqueViolation(failure));
         if (failure) reject(new StoreUnavailableError(operation, failure));
         else resolve(rows!);
       };
-      if (readCommittedByDefault.get(client) === true) {
-        client.query<R>({ ...statement, values }, (failure, result) =>
-          finish(failure, result?.rows),
-        );
-      } else {
-        queryAtReadCommitted<R>(client, statement, values).then(
-          (rows) => finish(undefined, rows),
-          (failure: unknown) => finish(failure),
-        );
-      }
+      queryAtReadCommitted<R>(client, statement, values).then(
+        (rows) => finish(undefined, rows),
+        (failure: unknown) => finish(failure),
+      );
     });
   });
+}
+
+/** Postgres refused a row because its key exists (SQLSTATE 23505). */
+export function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === '23505';
 }
 
 /** Whether each connection's default isolation is READ COMMITTED, asked once per connection. */
@@ -110,20 +109,36 @@ const readCommittedByDefault = new WeakMap<pg.ClientBase, boolean>();
  * behind a transaction-mode pooler every server connection shares the role's and database's.
  * Statement texts must not contain `$n` other than as parameters.
  */
-export async function queryAtReadCommitted<R extends pg.QueryResultRow>(
+function queryAtReadCommitted<R extends pg.QueryResultRow>(
   client: pg.ClientBase,
   statement: { name?: string; text: string },
   values: unknown[],
 ): Promise<R[]> {
-  let plain = readCommittedByDefault.get(client);
-  if (plain === undefined) {
-    const { rows } = await client.query<{ plain: boolean }>(
-      `select current_setting('default_transaction_isolation') = 'read committed' as plain`,
-    );
-    plain = rows[0]!.plain;
-    readCommittedByDefault.set(client, plain);
+  switch (readCommittedByDefault.get(client)) {
+    case true:
+      // The usual case, with no async step of its own: on the replay path each one measured.
+      return client.query<R>({ ...statement, values }).then((result) => result.rows);
+    case false:
+      return queryInReadCommitted<R>(client, statement, values);
+    default:
+      return learnDefault(client).then(() => queryAtReadCommitted<R>(client, statement, values));
   }
-  if (plain) return (await client.query<R>({ ...statement, values })).rows;
+}
+
+/** Asks a connection, once, whether its default isolation is READ COMMITTED. */
+async function learnDefault(client: pg.ClientBase): Promise<void> {
+  const { rows } = await client.query<{ plain: boolean }>(
+    `select current_setting('default_transaction_isolation') = 'read committed' as plain`,
+  );
+  readCommittedByDefault.set(client, rows[0]!.plain);
+}
+
+/** The statement inside its own READ COMMITTED transaction, in one simple query. */
+async function queryInReadCommitted<R extends pg.QueryResultRow>(
+  client: pg.ClientBase,
+  statement: { text: string },
+  values: unknown[],
+): Promise<R[]> {
   const inlined = statement.text.replace(/\$(\d+)/g, (_, n: string) =>
     literal(client, values[Number(n) - 1]),
   );

@@ -38,7 +38,7 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { checkoutFor, runStatement, type Session } from './session.js';
+import { checkoutFor, isUniqueViolation, runStatement, type Session } from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -793,6 +793,5 @@ function toRecord(row: KeyRow): KeyRecord {
 
 /** Postgres refused a row because its key exists: a race the store answers by asking again. */
 function lostRace(error: unknown): boolean {
-  const cause = error instanceof StoreUnavailableError ? error.cause : undefined;
-  return (cause as { code?: unknown } | undefined)?.code === '23505';
+  return error instanceof StoreUnavailableError && isUniqueViolation(error.cause);
 }
