@@ -204,7 +204,7 @@ async function resolveMany(
   } else {
     const keys = await selectUncertain(ctx.store, source.selection, async () => {
       const { rows } = await ctx.pool.query<{ now: string }>(
-        'select floor(extract(epoch from clock_timestamp()) * 1000)::bigint as now',
+        `select pg_catalog.floor(extract(epoch from pg_catalog.clock_timestamp()) operator(pg_catalog.*) 1000::numeric)::bigint as now`,
       );
       return Number(rows[0]!.now);
     });

@@ -63,7 +63,7 @@ export function migrationScript(options: { schema?: string } = {}): string {
       .map((m) => m.name)
       .join(', ')}`,
     'begin isolation level read committed;',
-    `select pg_advisory_xact_lock(${LOCK_CLASS}, hashtext(${literal(schema)}));`,
+    `select pg_catalog.pg_advisory_xact_lock(${LOCK_CLASS}, pg_catalog.hashtext(${literal(schema)}));`,
     `create schema if not exists ${schema};`,
     `set local search_path to ${schema}, pg_temp;`,
     `${MIGRATIONS_TABLE};`,
@@ -112,7 +112,10 @@ export async function migrate(
   const { client } = session;
   try {
     await client.query('begin isolation level read committed');
-    await client.query('select pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, schema]);
+    await client.query(
+      'select pg_catalog.pg_advisory_xact_lock($1::int4, pg_catalog.hashtext($2::text))',
+      [LOCK_CLASS, schema],
+    );
     await client.query(`create schema if not exists ${schema}`);
     await client.query(`set local search_path to ${schema}, pg_temp`);
     await client.query(MIGRATIONS_TABLE);

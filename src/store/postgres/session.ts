@@ -128,7 +128,7 @@ function queryAtReadCommitted<R extends pg.QueryResultRow>(
 /** Asks a connection, once, whether its default isolation is READ COMMITTED. */
 async function learnDefault(client: pg.ClientBase): Promise<void> {
   const { rows } = await client.query<{ plain: boolean }>(
-    `select current_setting('default_transaction_isolation') = 'read committed' as plain`,
+    `select pg_catalog.current_setting('default_transaction_isolation') = 'read committed' as plain`,
   );
   readCommittedByDefault.set(client, rows[0]!.plain);
 }
@@ -164,7 +164,7 @@ function literal(client: pg.ClientBase, value: unknown): string {
   if (typeof value === 'string') return client.escapeLiteral(value);
   if (value instanceof Uint8Array) {
     const hex = Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex');
-    return `decode('${hex}', 'hex')`;
+    return `pg_catalog.decode('${hex}', 'hex')`;
   }
   throw new TypeError(`no SQL literal for a ${typeof value} parameter`);
 }

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { KeyState, UncertainBacklog } from '../../core/types.js';
 import { DEFAULT_SCHEMA, int, quoteSchema } from './sql.js';
+import { uncertainBacklog } from './store.js';
 
 /** One group of closed uncertain episodes: who recorded the verdict, which verdict, how long it took. */
 export interface ResolutionStats {
@@ -36,7 +37,11 @@ export interface StoreStats {
   };
 }
 
-/** Reads StoreStats from a migrated schema in one read-only transaction (one consistent snapshot). */
+/**
+ * Reads StoreStats from a migrated schema in one read-only transaction (one consistent snapshot).
+ * Every function and operator named is pg_catalog's or the store's, so another role's objects on
+ * the caller's search_path never run.
+ */
 export async function storeStats(
   pool: pg.Pool,
   options: { schema?: string } = {},
@@ -44,25 +49,23 @@ export async function storeStats(
   const s = quoteSchema(options.schema ?? DEFAULT_SCHEMA);
   // Every uncertain episode: the event that entered `uncertain`, then the one that left it.
   const episodes = `with marks as (
-      select to_state, from_state, actor, at, lag(at) over (partition by key order by id) as since
+      select to_state, from_state, actor, at, pg_catalog.lag(at) over (partition by key order by id) as since
         from ${s}.events where to_state = 'uncertain' or from_state = 'uncertain'
     ), closed as (
-      select actor, to_state, extract(epoch from at - since)::float8 as seconds
+      select actor, to_state, extract(epoch from at operator(pg_catalog.-) since)::float8 as seconds
         from marks where from_state = 'uncertain' and since is not null
     )`;
   const client = await pool.connect();
   try {
     await client.query('begin isolation level repeatable read read only');
     const states = await client.query<{ state: KeyState; n: string }>(
-      `select state, count(*) as n from ${s}.keys group by state`,
+      `select state, pg_catalog.count(*) as n from ${s}.keys group by state`,
     );
     const backlog = await client.query<{ count: string; oldest_age_ms: string }>(
-      `select count(*) as count,
-         coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
-       from ${s}.keys where state = 'uncertain'`,
+      uncertainBacklog(s),
     );
     const opened = await client.query<{ n: string }>(
-      `select count(*) as n from ${s}.events where to_state = 'uncertain'`,
+      `select pg_catalog.count(*) as n from ${s}.events where to_state = 'uncertain'`,
     );
     const groups = await client.query<{
       actor: string;
@@ -71,15 +74,16 @@ export async function storeStats(
       median: number;
       max: number;
     }>(
-      `${episodes} select actor, to_state, count(*) as n,
-         percentile_cont(0.5) within group (order by seconds) as median, max(seconds) as max
-       from closed group by actor, to_state order by count(*) desc, actor`,
+      `${episodes} select actor, to_state, pg_catalog.count(*) as n,
+         pg_catalog.percentile_cont(0.5::float8) within group (order by seconds) as median,
+         pg_catalog.max(seconds) as max
+       from closed group by actor, to_state order by n desc, actor`,
     );
     const overall = await client.query<{ n: string; median: number; p95: number; max: number }>(
-      `${episodes} select count(*) as n,
-         coalesce(percentile_cont(0.5) within group (order by seconds), 0) as median,
-         coalesce(percentile_cont(0.95) within group (order by seconds), 0) as p95,
-         coalesce(max(seconds), 0) as max
+      `${episodes} select pg_catalog.count(*) as n,
+         coalesce(pg_catalog.percentile_cont(0.5::float8) within group (order by seconds), 0) as median,
+         coalesce(pg_catalog.percentile_cont(0.95::float8) within group (order by seconds), 0) as p95,
+         coalesce(pg_catalog.max(seconds), 0) as max
        from closed`,
     );
     await client.query('commit');

@@ -83,6 +83,22 @@ const SWEEP_LOCK_CLASS = 0x5e1e;
 const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
 
+/**
+ * `$2` milliseconds as an interval, with an exact-typed operand and pg_catalog's operator: an
+ * untyped `$2 * interval` has no exact match in pg_catalog, so an operator another role planted on
+ * the caller's search_path would match it better and run as the store's role.
+ */
+const since = `($2::float8 operator(pg_catalog.*) interval '1 millisecond')`;
+
+/**
+ * How many keys are uncertain and for how long the oldest has been; `sideeffect stats` asks the
+ * same. Every function and operator is pg_catalog's or the store's, whatever the caller's path.
+ */
+export const uncertainBacklog = (s: string): string => `select pg_catalog.count(*) as count,
+    coalesce(${s}.epoch_ms(${s}.store_now()) operator(pg_catalog.-)
+             ${s}.epoch_ms(pg_catalog.min(updated_at)), 0) as oldest_age_ms
+    from ${s}.keys where state = 'uncertain'`;
+
 const SQL = {
   // A done key with this binding is answered by one primary-key read and nothing else:
   // acquire_fresh() sits in a CASE, evaluated only when there is no such row, so a replay executes
@@ -94,7 +110,7 @@ const SQL = {
   // cached generic plan was made while the table was nearly empty scanned the state index, every
   // done key, on each replay.
   acquire: (s: string) => `select h.result as o_result,
-      case when h.done is not true then to_jsonb(${s}.acquire_fresh($1, $2, $3, $4, $5, $6)) end as o_fresh
+      case when h.done is not true then pg_catalog.to_jsonb(${s}.acquire_fresh($1, $2, $3, $4, $5, $6)) end as o_fresh
     from (select) as one
     left join (select state = 'done' as done, result from ${s}.keys
                where key = $1 and resource = $2 and digest = $3) as h on true`,
@@ -142,7 +158,7 @@ const SQL = {
       left join ${s}.reconcile_starts r on r.key = k.key
       where k.state = 'uncertain'
         and (r.key is null or r.fence <> k.fence
-             or r.started_at <= ${s}.store_now() - $2 * interval '1 millisecond')
+             or r.started_at <= ${s}.store_now() operator(pg_catalog.-) ${since})
       order by k.updated_at
       limit $1
       for update of k skip locked
@@ -151,7 +167,7 @@ const SQL = {
       select key, fence, ${s}.store_now() from candidates
       on conflict (key) do update set fence = excluded.fence, started_at = excluded.started_at
         where r.fence <> excluded.fence
-           or r.started_at <= excluded.started_at - $2 * interval '1 millisecond'
+           or r.started_at <= excluded.started_at operator(pg_catalog.-) ${since}
       returning key
     )
     select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
@@ -166,7 +182,7 @@ const SQL = {
       returning fence
     )
     select g.fence as o_fence,
-      case when g.fence is null then to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged
+      case when g.fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged
     from (select) as one left join granted as g on true`,
   // The transactional effect's key, written once as done in the caller's transaction (the resource
   // row is still locked by txAcquire), its one transition recorded on the row. No row back: a key of
@@ -179,9 +195,7 @@ const SQL = {
     on conflict (key) do nothing
     returning ${s}.epoch_ms(updated_at) as o_at_ms`,
   binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
-  uncertainBacklog: (s: string) => `select count(*) as count,
-    coalesce(${s}.epoch_ms(${s}.store_now()) - ${s}.epoch_ms(min(updated_at)), 0) as oldest_age_ms
-    from ${s}.keys where state = 'uncertain'`,
+  uncertainBacklog: (s: string) => uncertainBacklog(s),
   // The logged events, with the two recorded on the key row in their place: its first grant (or
   // transactional commit) before them, its completion after them. Each reads as it would logged.
   events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
@@ -348,7 +362,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       if (pinned) await session.client.query('begin isolation level read committed');
       const lock = pinned ? 'pg_try_advisory_xact_lock' : 'pg_try_advisory_lock';
       const { rows } = await session.client.query<{ led: boolean }>(
-        `select ${lock}($1, hashtext($2)) as led`,
+        `select pg_catalog.${lock}($1::int4, pg_catalog.hashtext($2::text)) as led`,
         [SWEEP_LOCK_CLASS, this.#schema],
       );
       if (!rows[0]?.led) {
@@ -371,10 +385,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     try {
       if (this.#transactionPooling) await session.client.query('rollback');
       else
-        await session.client.query('select pg_advisory_unlock($1, hashtext($2))', [
-          SWEEP_LOCK_CLASS,
-          this.#schema,
-        ]);
+        await session.client.query(
+          'select pg_catalog.pg_advisory_unlock($1::int4, pg_catalog.hashtext($2::text))',
+          [SWEEP_LOCK_CLASS, this.#schema],
+        );
       session.release();
     } catch {
       // Closing the session ends the lock too.
