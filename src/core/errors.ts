@@ -18,7 +18,8 @@ export type SideEffectErrorCode =
   | 'ACTIVITY_NAME_CLASH'
   | 'SEARCH_ATTRIBUTES_MISSING'
   | 'NOT_TRANSACTIONAL'
-  | 'NOT_APPLIED';
+  | 'NOT_APPLIED'
+  | 'INVALID_SCHEMA';
 
 /** Base of every error this library throws on purpose. */
 export abstract class SideEffectError extends Error {
@@ -70,6 +71,24 @@ export class InvalidActionError extends SideEffectError {
     reason: string,
   ) {
     super(`invalid ${field}: ${reason}`);
+  }
+}
+
+/**
+ * A schema name the store cannot use as configured, refused when the store, sink or migrate is
+ * set up rather than at the first statement. `rule` says which rule it breaks: `empty`, `nul`
+ * (Postgres cannot store the byte), `too-long` (over 63 bytes: Postgres would silently truncate
+ * it, and two configured schemas would share one set of tables) or `reserved` (`pg_` names are
+ * the system's: Postgres refuses to create them).
+ */
+export class InvalidSchemaError extends SideEffectError {
+  readonly code = 'INVALID_SCHEMA';
+  constructor(
+    readonly schema: unknown,
+    readonly rule: 'empty' | 'nul' | 'too-long' | 'reserved',
+    reason: string,
+  ) {
+    super(`invalid schema name (${rule}): ${reason}`);
   }
 }
 

@@ -107,7 +107,6 @@ const readCommittedByDefault = new WeakMap<pg.ClientBase, boolean>();
  * inlined as literals: still one round trip, and the connection's session is left as it was (a
  * pool passed in by the caller keeps its own default). The default is asked once per connection;
  * behind a transaction-mode pooler every server connection shares the role's and database's.
- * Statement texts must not contain `$n` other than as parameters.
  */
 function queryAtReadCommitted<R extends pg.QueryResultRow>(
   client: pg.ClientBase,
@@ -139,9 +138,7 @@ async function queryInReadCommitted<R extends pg.QueryResultRow>(
   statement: { text: string },
   values: unknown[],
 ): Promise<R[]> {
-  const inlined = statement.text.replace(/\$(\d+)/g, (_, n: string) =>
-    literal(client, values[Number(n) - 1]),
-  );
+  const inlined = inlineParameters(statement.text, (n) => literal(client, values[n - 1]));
   let results: pg.QueryResult<R>[];
   try {
     results = (await client.query(
@@ -167,4 +164,20 @@ function literal(client: pg.ClientBase, value: unknown): string {
     return `pg_catalog.decode('${hex}', 'hex')`;
   }
   throw new TypeError(`no SQL literal for a ${typeof value} parameter`);
+}
+
+/**
+ * `text` with each parameter `$n` replaced by `value(n)`, and nothing else touched: a `$1` inside
+ * a quoted identifier (a schema named `a$1`), a string literal, a dollar-quoted string or a
+ * comment is text, not a parameter. Rewriting those spliced the caller's values into the SQL
+ * outside any literal.
+ */
+function inlineParameters(text: string, value: (n: number) => string): string {
+  // Quoted identifiers, string literals (E'' with backslash escapes, or plain with '' doubled),
+  // dollar quotes, comments, then a parameter: the first alternative to match at a position wins.
+  const token =
+    /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[^]*?\1|--[^\n]*|\/\*[^]*?\*\/|(?<![\w$])\$(\d+)/g;
+  return text.replace(token, (match, _tag: string | undefined, n: string | undefined) =>
+    n === undefined ? match : value(Number(n)),
+  );
 }

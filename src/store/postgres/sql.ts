@@ -1,20 +1,35 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { InvalidActionError } from '../../core/errors.js';
+import { InvalidSchemaError } from '../../core/errors.js';
 
 /** Where the store's tables and functions live unless told otherwise. */
 export const DEFAULT_SCHEMA = 'sideeffect';
 
 /**
- * The schema name as a quoted identifier. Refuses names Postgres would silently truncate (over 63
- * bytes): two configured schemas would otherwise share one set of tables.
+ * The schema name as a quoted identifier, checked first (InvalidSchemaError names the broken rule).
+ * Any other character is allowed: the name only ever reaches SQL quoted, and nothing rewrites
+ * statement text inside identifiers or literals.
  */
 export function quoteSchema(schema: string): string {
-  if (typeof schema !== 'string' || schema.length === 0 || schema.includes('\0')) {
-    throw new InvalidActionError('schema', 'must be a non-empty string without NUL bytes');
+  if (typeof schema !== 'string' || schema.length === 0) {
+    throw new InvalidSchemaError(schema, 'empty', 'must be a non-empty string');
+  }
+  if (schema.includes('\0')) {
+    throw new InvalidSchemaError(schema, 'nul', 'must not contain NUL bytes');
   }
   if (Buffer.byteLength(schema) > 63) {
-    throw new InvalidActionError('schema', 'must be at most 63 bytes (a Postgres identifier)');
+    throw new InvalidSchemaError(
+      schema,
+      'too-long',
+      'must be at most 63 bytes (a Postgres identifier)',
+    );
+  }
+  if (schema.startsWith('pg_')) {
+    throw new InvalidSchemaError(
+      schema,
+      'reserved',
+      'names starting with pg_ are reserved for the system',
+    );
   }
   return `"${schema.replaceAll('"', '""')}"`;
 }
