@@ -176,7 +176,7 @@ function inlineParameters(text: string, value: (n: number) => string): string {
   // Quoted identifiers, string literals (E'' with backslash escapes, or plain with '' doubled),
   // dollar quotes, comments, then a parameter: the first alternative to match at a position wins.
   const token =
-    /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[^]*?\1|--[^\n]*|\/\*[^]*?\*\/|(?<![\w$])\$(\d+)/g;
+    /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[\s\S]*?\1|--[^\n]*|\/\*[\s\S]*?\*\/|(?<![\w$])\$(\d+)/g;
   return text.replace(token, (match, _tag: string | undefined, n: string | undefined) =>
     n === undefined ? match : value(Number(n)),
   );
