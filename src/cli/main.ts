@@ -39,7 +39,8 @@ export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironmen
 
 /**
  * Runs one command line and returns the exit code; all output goes through `out`/`err`. Every
- * error line is masked (a pg or Temporal error may echo the connection string it was given).
+ * line is masked: a pg or Temporal error may echo the connection string it was given, and a
+ * stored reason may carry a credential from an apply's error.
  */
 export async function main(
   argv: string[],
@@ -49,7 +50,10 @@ export async function main(
   },
   env: CliEnvironment = environment(),
 ): Promise<number> {
-  const io = { out: output.out, err: (line: string) => output.err(maskConnectionString(line)) };
+  const io = {
+    out: (line: string) => output.out(maskConnectionString(line)),
+    err: (line: string) => output.err(maskConnectionString(line)),
+  };
   let command: Command;
   try {
     command = parseCommand(argv, safeUser());
@@ -67,7 +71,8 @@ export async function main(
     return EXIT.ok;
   }
   if (command.name === 'migrate' && command.printSql) {
-    io.out(migrationScript({ schema: env.schema }));
+    // SQL text, printed as written: no reason or connection string is in it.
+    output.out(migrationScript({ schema: env.schema }));
     return EXIT.ok;
   }
   const pool = new pg.Pool({

@@ -9,6 +9,7 @@ import {
   UnexpectedStoreAnswerError,
 } from './errors.js';
 import { KeepAlive } from './keep-alive.js';
+import { maskConnectionString } from './mask.js';
 import { isTransactionalStore, type Store, type TransactionContext } from './store.js';
 import type { Action, Lease, Resolution, ResolveOutcome, Result } from './types.js';
 import { checkAction, checkResolution, checkTtl } from './validate.js';
@@ -308,8 +309,11 @@ async function releaseQuietly(store: Store, action: Action, lease: Lease): Promi
   }
 }
 
-/** Error messages become stored reasons, so they are cut to size and cleaned of what a store cannot hold. */
+/**
+ * Error messages become stored reasons, so they are masked (a driver error may carry a connection
+ * string with its password), cut to size and cleaned of what a store cannot hold.
+ */
 function describe(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
-  return message.replaceAll('\0', '').slice(0, 1000).toWellFormed();
+  return maskConnectionString(message.replaceAll('\0', '')).slice(0, 1000).toWellFormed();
 }

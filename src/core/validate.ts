@@ -1,4 +1,5 @@
 import { InvalidActionError } from './errors.js';
+import { maskConnectionString } from './mask.js';
 import type { Action, Resolution, RetrySafety } from './types.js';
 
 /**
@@ -116,8 +117,13 @@ export function checkAction(action: Action, limits: Limits = defaultLimits): Req
   };
 }
 
+/**
+ * A reason as it may be stored: masked first (an apply's error may carry a connection string or a
+ * token, and reasons are read later by people, dashboards and the CLI), then size-checked.
+ */
 export function checkReason(reason: unknown, limits: Limits = defaultLimits): string {
-  return checkText('reason', reason, limits.maxReasonBytes);
+  const masked = typeof reason === 'string' ? maskConnectionString(reason) : reason;
+  return checkText('reason', masked, limits.maxReasonBytes);
 }
 
 /** A verdict's reason and author are read by people later: whitespace alone says nothing. */

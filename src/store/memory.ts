@@ -154,12 +154,12 @@ export class MemoryStore implements Store {
   }
 
   async markUncertain(action: Action, lease: Lease, reason: string): Promise<void> {
-    checkReason(reason, this.#limits);
+    const masked = checkReason(reason, this.#limits);
     const marked = this.#keys.get(checkAction(action, this.#limits).key);
     if (marked?.state === 'uncertain' && marked.fence === lease.fence) return;
     const { row, resource } = this.#holding(action, lease);
     resource.holder = undefined;
-    this.#transition(row, 'uncertain', reason, 'markUncertain');
+    this.#transition(row, 'uncertain', masked, 'markUncertain');
   }
 
   async release(action: Action, lease: Lease): Promise<void> {

@@ -18,6 +18,11 @@ describe('maskConnectionString', () => {
       'two: postgres://a:x1@h/d and mysql://b:x2@h/d',
       'two: postgres://a:***@h/d and mysql://b:***@h/d',
     ],
+    ['retry with api_key=tok_123 later', 'retry with api_key=*** later'],
+    ['token=abc&x=1', 'token=***&x=1'],
+    ['{"password": "hunter2", "user": "u"}', '{"password": "***", "user": "u"}'],
+    ['Authorization: Basic dXNlcjpwYXNz', 'Authorization: ***'],
+    ['sent Bearer eyJhbGciOiJIUzI1NiJ9.e30.x', 'sent Bearer ***'],
   ])('%s', (input, masked) => {
     expect(maskConnectionString(input)).toBe(masked);
   });
@@ -28,6 +33,7 @@ describe('maskConnectionString', () => {
       'Temporal at 127.0.0.1:7233 does not answer',
       'key order-42/charge at 12:30',
       'postgres://db:5432/app',
+      'a Basic explanation of the fencing token',
     ]) {
       expect(maskConnectionString(text)).toBe(text);
     }

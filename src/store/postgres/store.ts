@@ -9,6 +9,7 @@ import {
   StoreUnavailableError,
   UnexpectedStoreAnswerError,
 } from '../../core/errors.js';
+import { maskConnectionString } from '../../core/mask.js';
 import type { Execution } from '../../core/runner.js';
 import type { ListFilter, TransactionalStore, TransactionContext } from '../../core/store.js';
 import type {
@@ -570,7 +571,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       case 'contended':
         return { outcome: 'contended', retryAfterMs: int(row.o_retry_after_ms) };
       case 'uncertain':
-        return { outcome: 'uncertain', reason: row.o_reason ?? '' };
+        return { outcome: 'uncertain', reason: maskConnectionString(row.o_reason ?? '') };
       case 'conflict:resource':
       case 'conflict:payload':
         throw await this.#conflict(a, transactional);
@@ -623,13 +624,13 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   }
 
   async markUncertain(action: Action, lease: Lease, reason: string): Promise<void> {
-    checkReason(reason, this.#limits);
+    const masked = checkReason(reason, this.#limits);
     const a = this.#leaseAction(action, lease);
     const row = await this.#one<{ o_outcome: string }>('markUncertain', [
       a.key,
       a.resource,
       lease.fence,
-      reason,
+      masked,
     ]);
     this.#expect(row.o_outcome, 'marked', a.resource, lease);
   }
@@ -719,7 +720,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       from: row.from_state,
       to: row.to_state,
       fence: int(row.fence),
-      reason: row.reason,
+      reason: maskConnectionString(row.reason),
       actor: row.actor,
       at: int(row.at_ms),
     }));
@@ -801,7 +802,8 @@ function toRecord(row: KeyRow): KeyRecord {
     updatedAt: int(row.updated_at_ms),
   };
   if (row.result) record.result = { payload: plainBytes(row.result) };
-  if (row.reason !== null) record.reason = row.reason;
+  // Rows stored before reasons were masked on the way in are masked on the way out.
+  if (row.reason !== null) record.reason = maskConnectionString(row.reason);
   return record;
 }
 
