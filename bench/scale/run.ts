@@ -209,7 +209,7 @@ async function main(): Promise<void> {
   const baseline = await callers(BASELINE_MS, execute('baseline'));
   log(`baseline: ${baseline.rate.toFixed(0)} executes/s`);
   const purgeStarted = performance.now();
-  const purging = store.purge({ olderThanMs: 86_400_000 });
+  const purging = store.purge({ olderThanMs: 86_400_000, force: true });
   const during = await callers(60 * 60_000, execute('purge'), purging);
   const purged = await purging;
   const purgeMs = performance.now() - purgeStarted;

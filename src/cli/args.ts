@@ -31,7 +31,7 @@ export type Command =
         | { from: 'file'; file: string };
     }
   | { name: 'stats'; json: boolean }
-  | { name: 'purge'; json: boolean; olderThanMs: number };
+  | { name: 'purge'; json: boolean; olderThanMs: number; force: boolean; yes: boolean };
 
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
@@ -50,7 +50,7 @@ const OPTIONS: Record<string, string[]> = {
     'from-file',
     'dry-run',
   ],
-  purge: ['older-than'],
+  purge: ['older-than', 'force', 'yes'],
 };
 const VALUED = new Set([
   '--state',
@@ -148,7 +148,13 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
     }
     case 'purge': {
       none();
-      return { name, json, olderThanMs: duration(values['older-than'], 'older-than', help) };
+      return {
+        name,
+        json,
+        olderThanMs: duration(values['older-than'], 'older-than', help),
+        force: values.force === true,
+        yes: values.yes === true,
+      };
     }
   }
   throw new UsageError(`unknown command "${name}"`, HELP.main!);
@@ -254,6 +260,8 @@ function parse(args: string[], help: string) {
         resource: { type: 'string' },
         'from-file': { type: 'string' },
         'dry-run': { type: 'boolean' },
+        force: { type: 'boolean' },
+        yes: { type: 'boolean', short: 'y' },
       },
     });
   } catch (error) {

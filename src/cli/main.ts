@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import { createInterface } from 'node:readline/promises';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { NotUncertainError, SideEffectError } from '../core/errors.js';
@@ -44,9 +45,15 @@ export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironmen
  */
 export async function main(
   argv: string[],
-  output: { out: (line: string) => void; err: (line: string) => void } = {
+  output: {
+    out: (line: string) => void;
+    err: (line: string) => void;
+    /** Asks a yes/no question; absent when nobody can answer (no terminal), so asking refuses. */
+    confirm?: (question: string) => Promise<boolean>;
+  } = {
     out: (line) => process.stdout.write(`${line}\n`),
     err: (line) => process.stderr.write(`${line}\n`),
+    confirm: process.stdin.isTTY && process.stdout.isTTY ? askTerminal : undefined,
   },
   env: CliEnvironment = environment(),
 ): Promise<number> {
@@ -85,7 +92,7 @@ export async function main(
   const print = (human: string, json: unknown) =>
     io.out(command.json ? JSON.stringify(json, null, 2) : human);
   try {
-    return await run(command, { pool, store, env, print, io });
+    return await run(command, { confirm: output.confirm, pool, store, env, print, io });
   } catch (error) {
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
     io.err(`sideeffect: ${error instanceof Error ? error.message : String(error)}`);
@@ -104,6 +111,8 @@ export async function main(
 }
 
 interface Context {
+  /** Asks the person at the terminal; absent when there is none. */
+  confirm: ((question: string) => Promise<boolean>) | undefined;
   pool: pg.Pool;
   store: Store;
   env: CliEnvironment;
@@ -181,7 +190,21 @@ async function run(
       return EXIT.ok;
     }
     case 'purge': {
-      const purged = await store.purge({ olderThanMs: command.olderThanMs });
+      if (!command.yes) {
+        const question = `purge done keys older than ${command.olderThanMs / 1000} s from schema ${ctx.env.schema}? They are forgotten: a retry of one runs its effect again. [y/N] `;
+        const confirm = ctx.confirm;
+        if (!confirm) {
+          ctx.io.err(
+            'sideeffect: purge needs --yes when stdin or stdout is not a terminal (nobody to ask for confirmation)',
+          );
+          return EXIT.usage;
+        }
+        if (!(await confirm(question))) {
+          ctx.io.err('sideeffect: purge not confirmed: nothing deleted');
+          return EXIT.refused;
+        }
+      }
+      const purged = await store.purge({ olderThanMs: command.olderThanMs, force: command.force });
       print(`purged ${purged} done key(s)`, { purged });
       return EXIT.ok;
     }
@@ -234,6 +257,16 @@ async function resolveMany(
     return EXIT.ok;
   } finally {
     await connection?.close();
+  }
+}
+
+/** A yes/no question on the terminal; anything but y or yes is no. */
+async function askTerminal(question: string): Promise<boolean> {
+  const prompt = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await prompt.question(question)).trim());
+  } finally {
+    prompt.close();
   }
 }
 

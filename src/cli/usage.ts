@@ -28,7 +28,8 @@ Commands:
   resolve --from-file verdicts.jsonl [--by NAME] [--dry-run]
                                decide many uncertain keys: one verdict for a resource, or one per line
   stats                        uncertain backlog, who decides and how fast, from the store
-  purge --older-than 30d       delete done keys past retention (never uncertain keys or fences)
+  purge --older-than 30d [--yes] [--force]
+                               delete done keys past retention (never uncertain keys or fences)
 
 Options everywhere: --json (machine output), --help; sideeffect --version prints the version
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
@@ -84,8 +85,12 @@ decided keys then report "already decided").`,
 From the store: uncertain keys now and the oldest one's age, keys by state, uncertain episodes,
 and for resolved ones who decided (probe:<effect>, cli:<user>, a person), which verdict and
 how long it took from uncertain to verdict.`,
-  purge: `Usage: sideeffect purge --older-than DURATION [--json]
+  purge: `Usage: sideeffect purge --older-than DURATION [--yes] [--force] [--json]
 
 Deletes done keys (and their events) last changed more than DURATION ago, e.g. 30d, 12h, 90m.
-Uncertain keys and resource fences are never deleted.`,
+Uncertain keys and resource fences are never deleted. A purged key is forgotten: a caller that
+retries it later runs its effect again.
+
+  --yes     do not ask for confirmation (required when stdin or stdout is not a terminal: cron, CI)
+  --force   allow DURATION below the floor of 7 days, the youngest a done key is purged by default`,
 };

@@ -19,7 +19,8 @@ export type SideEffectErrorCode =
   | 'SEARCH_ATTRIBUTES_MISSING'
   | 'NOT_TRANSACTIONAL'
   | 'NOT_APPLIED'
-  | 'INVALID_SCHEMA';
+  | 'INVALID_SCHEMA'
+  | 'PURGE_BELOW_FLOOR';
 
 /** Base of every error this library throws on purpose. */
 export abstract class SideEffectError extends Error {
@@ -89,6 +90,23 @@ export class InvalidSchemaError extends SideEffectError {
     reason: string,
   ) {
     super(`invalid schema name (${rule}): ${reason}`);
+  }
+}
+
+/**
+ * A purge asked to delete done keys younger than the store's floor (`limits.minPurgeAgeMs`)
+ * without `force`. Refused, nothing deleted: a done key purged while a caller may still retry it
+ * is a fresh key to the store, and the effect runs again.
+ */
+export class PurgeBelowFloorError extends SideEffectError {
+  readonly code = 'PURGE_BELOW_FLOOR';
+  constructor(
+    readonly olderThanMs: number,
+    readonly floorMs: number,
+  ) {
+    super(
+      `refusing to purge done keys younger than ${floorMs} ms (limits.minPurgeAgeMs), asked ${olderThanMs} ms: a caller that still retries one would run its effect again; pass force (sideeffect purge --force) to purge anyway`,
+    );
   }
 }
 

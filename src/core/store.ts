@@ -112,9 +112,11 @@ export interface Store {
   /**
    * Deletes done keys (and their events) last changed more than `olderThanMs`
    * ago. Never touches uncertain keys or resource fences: a fence that went
-   * back to zero would let a stale holder's write through again.
+   * back to zero would let a stale holder's write through again. An age below
+   * `limits.minPurgeAgeMs` is refused (PurgeBelowFloorError) unless `force`:
+   * a done key purged while a caller may still retry it runs its effect again.
    */
-  purge(options: { olderThanMs: number }): Promise<number>;
+  purge(options: { olderThanMs: number; force?: boolean }): Promise<number>;
 
   /**
    * Optional, for one sweeper per store: claims up to `limit` uncertain keys, oldest first,

@@ -1,4 +1,4 @@
-import { InvalidActionError } from './errors.js';
+import { InvalidActionError, PurgeBelowFloorError } from './errors.js';
 import { maskConnectionString } from './mask.js';
 import type { Action, Resolution, RetrySafety } from './types.js';
 
@@ -33,6 +33,14 @@ export interface Limits {
    * @default 3_600_000 (1 hour)
    */
   maxTtlMs: number;
+  /**
+   * The youngest done keys `purge` deletes without `force`. A done key purged while a caller may
+   * still retry it (an activity retry, a workflow reset, a caller replaying after an outage) is a
+   * fresh key to the store: the effect runs again. Set it to the longest time after an effect
+   * completes that anything may still retry it.
+   * @default 604_800_000 (7 days)
+   */
+  minPurgeAgeMs: number;
 }
 
 export const defaultLimits: Limits = {
@@ -41,6 +49,7 @@ export const defaultLimits: Limits = {
   maxPayloadBytes: 1024 * 1024,
   maxReasonBytes: 4096,
   maxTtlMs: 60 * 60 * 1000,
+  minPurgeAgeMs: 7 * 24 * 60 * 60 * 1000,
 };
 
 const retrySafeties: readonly RetrySafety[] = ['unknown', 'safe', 'unsafe'];
@@ -170,4 +179,19 @@ export function checkResolution(
     };
   }
   return checked;
+}
+
+/**
+ * A purge age: a positive whole number of milliseconds, and at least `limits.minPurgeAgeMs` unless
+ * `force` (PurgeBelowFloorError otherwise, nothing deleted).
+ */
+export function checkPurge(
+  options: { olderThanMs: number; force?: boolean },
+  limits: Limits = defaultLimits,
+): number {
+  const olderThanMs = checkTtl(options?.olderThanMs);
+  if (olderThanMs < limits.minPurgeAgeMs && options.force !== true) {
+    throw new PurgeBelowFloorError(olderThanMs, limits.minPurgeAgeMs);
+  }
+  return olderThanMs;
 }

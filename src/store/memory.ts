@@ -24,6 +24,7 @@ import {
   checkAction,
   checkBytes,
   checkLeaseTtl,
+  checkPurge,
   checkReason,
   checkResolution,
   checkText,
@@ -230,8 +231,8 @@ export class MemoryStore implements Store {
     return { count: since.length, oldestAgeMs: Math.max(0, this.#now() - Math.min(...since)) };
   }
 
-  async purge(options: { olderThanMs: number }): Promise<number> {
-    const cutoff = this.#now() - checkTtl(options.olderThanMs);
+  async purge(options: { olderThanMs: number; force?: boolean }): Promise<number> {
+    const cutoff = this.#now() - checkPurge(options, this.#limits);
     let purged = 0;
     for (const row of [...this.#keys.values()]) {
       if (row.state !== 'done' || row.updatedAt >= cutoff) continue;

@@ -41,6 +41,13 @@ describe('sideeffect command line', () => {
       name: 'purge',
       json: false,
       olderThanMs: 30 * 86_400_000,
+      force: false,
+      yes: false,
+    });
+    expect(parseCommand(['purge', '--older-than', '1h', '--force', '-y'])).toMatchObject({
+      olderThanMs: 3_600_000,
+      force: true,
+      yes: true,
     });
   });
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { environment, main } from '../../src/cli/main.js';
 import { encodeJson, Runner } from '../../src/core/index.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import {
@@ -198,10 +199,33 @@ describe('sideeffect CLI against Postgres', () => {
     const done = { key: 'order-purge/charge', resource: 'card-purge' };
     await runner.execute(done, async () => encodeJson('ok'));
     await new Promise((resolve) => setTimeout(resolve, 1_100));
-    const purged = await cli(['purge', '--older-than', '1s', '--json']);
-    expect(purged.code).toBe(0);
-    expect(JSON.parse(purged.stdout).purged).toBeGreaterThanOrEqual(1);
+    // No terminal to ask (as in cron and CI): refused without --yes, nothing deleted.
+    const unasked = await cli(['purge', '--older-than', '1s', '--force']);
+    expect(unasked.code).toBe(2);
+    expect(unasked.stderr).toMatch(/purge needs --yes when stdin or stdout is not a terminal/);
+    // Below the floor (7 days) without --force: refused, nothing deleted.
+    const young = await cli(['purge', '--older-than', '1s', '--yes', '--json']);
+    expect(young.code).toBe(1);
+    expect(JSON.parse(young.stdout).error.code).toBe('PURGE_BELOW_FLOOR');
+    expect(young.stderr).toMatch(/--force/);
+    expect((await store.inspect(done.key))?.state).toBe('done');
+    // On a terminal, a question; anything but yes deletes nothing.
+    const env = { ...environment(), databaseUrl: databaseUrl(), schema: db.schema };
+    const asked: string[] = [];
+    const answer = (yes: boolean) => async (question: string) => {
+      asked.push(question);
+      return yes;
+    };
+    const silent = { out: () => {}, err: () => {} };
+    const args = ['purge', '--older-than', '1s', '--force'];
+    expect(await main(args, { ...silent, confirm: answer(false) }, env)).toBe(1);
+    expect(asked[0]).toMatch(/^purge done keys older than 1 s from schema .*\[y\/N\] $/);
+    expect((await store.inspect(done.key))?.state).toBe('done');
+    expect(await main(args, { ...silent, confirm: answer(true) }, env)).toBe(0);
     expect(await store.inspect(done.key)).toBeUndefined();
+    const purged = await cli(['purge', '--older-than', '1s', '--yes', '--force', '--json']);
+    expect(purged.code).toBe(0);
+    expect(JSON.parse(purged.stdout).purged).toBe(0);
     expect((await store.inspect(doubtful.key))?.state).toBe('uncertain');
   });
 

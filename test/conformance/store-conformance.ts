@@ -627,7 +627,13 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         const doubtful = action();
         await store.markUncertain(doubtful, await grant(doubtful), 'lost');
         await h.advance(60_000);
-        const purged = await store.purge({ olderThanMs: 30_000 });
+        // Below the floor (7 days by default): refused, nothing deleted.
+        await expect(store.purge({ olderThanMs: 30_000 })).rejects.toMatchObject({
+          code: 'PURGE_BELOW_FLOOR',
+          floorMs: 7 * 24 * 60 * 60 * 1000,
+        });
+        expect((await store.inspect(done.key))?.state).toBe('done');
+        const purged = await store.purge({ olderThanMs: 30_000, force: true });
         expect(purged).toBeGreaterThanOrEqual(1);
         expect(await store.inspect(done.key)).toBeUndefined();
         expect(await store.events(done.key)).toEqual([]);

@@ -162,7 +162,7 @@ describe('Postgres unreachable', () => {
     ['inspect', () => store.inspect('k')],
     ['list', () => store.list()],
     ['events', () => store.events('k')],
-    ['purge', () => store.purge({ olderThanMs: 1 })],
+    ['purge', () => store.purge({ olderThanMs: 1, force: true })],
     ['writeFenced', () => sink.writeFenced('r', 1, async () => 'x')],
     ['highestFence', () => sink.highestFence('r')],
   ];

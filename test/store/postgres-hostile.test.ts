@@ -145,7 +145,7 @@ describe.each([
         const run = await runCli(args, env);
         expect({ args, code: run.code, stderr: run.stderr }).toMatchObject({ code: 0 });
       }
-      await store.purge({ olderThanMs: 1 });
+      await store.purge({ olderThanMs: 1, force: true });
       await store.close();
       await sink.close();
       expect(await hostile.hits()).toBe(reached);

@@ -35,7 +35,7 @@ describe('PgStore.purge in batches', () => {
       return (query as (...a: unknown[]) => unknown).apply(this, args);
     } as typeof query;
     try {
-      expect(await store.purge({ olderThanMs: 30_000 })).toBe(10);
+      expect(await store.purge({ olderThanMs: 30_000, force: true })).toBe(10);
     } finally {
       pg.Client.prototype.query = query;
     }
@@ -44,7 +44,7 @@ describe('PgStore.purge in batches', () => {
     expect(left.rows).toEqual([{ key: 'stuck' }]);
     const events = await h.db.pool.query('select distinct key from events');
     expect(events.rows).toEqual([{ key: 'stuck' }]);
-    expect(await store.purge({ olderThanMs: 30_000 })).toBe(0);
+    expect(await store.purge({ olderThanMs: 30_000, force: true })).toBe(0);
   });
 
   it('refuses a batch size that is not a positive integer', () => {

@@ -31,6 +31,7 @@ import {
   checkAction,
   checkBytes,
   checkLeaseTtl,
+  checkPurge,
   checkReason,
   checkResolution,
   checkText,
@@ -736,8 +737,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
    * events go together), until a batch comes back short: purging millions of keys beside running
    * callers holds neither millions of locks nor one long transaction. Returns the total.
    */
-  async purge(options: { olderThanMs: number }): Promise<number> {
-    const olderThanMs = checkTtl(options?.olderThanMs);
+  async purge(options: { olderThanMs: number; force?: boolean }): Promise<number> {
+    const olderThanMs = checkPurge(options, this.#limits);
     let total = 0;
     for (;;) {
       const started = performance.now();
