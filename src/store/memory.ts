@@ -28,7 +28,6 @@ import {
   checkReason,
   checkResolution,
   checkText,
-  checkTtl,
   defaultLimits,
   type Limits,
 } from '../core/validate.js';
