@@ -13,11 +13,12 @@ import { migrate, PgFencedSink, PgStore, storeStats } from '../../src/store/post
 import { bytes } from '../support/bytes.js';
 import { runCli } from '../support/cli.js';
 import { type HostileNeighbour, plantHostileNeighbour } from '../support/hostile.js';
-import { databaseUrl, databaseWithDefaultIsolation } from '../support/postgres.js';
+import { databaseOfItsOwn, databaseWithDefaultIsolation } from '../support/postgres.js';
 
+// Databases of their own: what is planted in `public` must never reach other test files.
 describe.each([
-  ['READ COMMITTED', async () => databaseUrl()],
-  ['SERIALIZABLE', () => databaseWithDefaultIsolation('serializable')],
+  ['READ COMMITTED', () => databaseOfItsOwn('hostile')],
+  ['SERIALIZABLE', () => databaseWithDefaultIsolation('serializable', 'hostile')],
 ])('a hostile role on the search_path, %s default', (_, url) => {
   let hostile: HostileNeighbour;
   let databaseAt: string;

@@ -9,7 +9,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { databaseUrl } from './postgres.js';
 
 export interface HostileNeighbour {
   /** The hostile role's own schema, to put on the store's search_path. */
@@ -67,8 +66,11 @@ function ident(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
-/** Plants the neighbour's objects in `url`'s database (default: the test database). */
-export async function plantHostileNeighbour(url = databaseUrl()): Promise<HostileNeighbour> {
+/**
+ * Plants the neighbour's objects in `url`'s database: a database of the test's own, since what is
+ * planted in `public` reaches every connection of that database whose path includes `public`.
+ */
+export async function plantHostileNeighbour(url: string): Promise<HostileNeighbour> {
   const tag = randomBytes(4).toString('hex');
   const role = `sideeffect_hostile_${tag}`;
   const schema = `hostile_${tag}`;

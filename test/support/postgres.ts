@@ -112,8 +112,10 @@ export async function freshSchema(prefix: string, url = databaseUrl()): Promise<
  */
 export async function databaseWithDefaultIsolation(
   level: 'serializable' | 'repeatable read',
+  /** A database of its own for this purpose too (e.g. `hostile`: objects planted in its `public`). */
+  purpose?: string,
 ): Promise<string> {
-  const name = `sideeffect_test_${level.replace(' ', '_')}`;
+  const name = `sideeffect_test_${level.replace(' ', '_')}${purpose ? `_${purpose}` : ''}`;
   const admin = new pg.Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5_000 });
   await admin.connect();
   try {
@@ -126,6 +128,30 @@ export async function databaseWithDefaultIsolation(
     await admin.query(
       `alter database ${quoteIdent(name)} set default_transaction_isolation to '${level}'`,
     );
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(databaseUrl());
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * The URL of a database of its own (created once, then kept), for a test that changes what every
+ * schema of a database sees (objects planted in its `public`): other test files running at the
+ * same time in the shared test database must never see them.
+ */
+export async function databaseOfItsOwn(purpose: string): Promise<string> {
+  const name = `sideeffect_test_${purpose}`;
+  const admin = new pg.Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5_000 });
+  await admin.connect();
+  try {
+    const { rowCount } = await admin.query('select from pg_database where datname = $1', [name]);
+    if (rowCount === 0) {
+      await admin.query(`create database ${quoteIdent(name)}`).catch((error: { code?: string }) => {
+        if (error.code !== '42P04' && error.code !== '23505') throw error; // made meanwhile
+      });
+    }
   } finally {
     await admin.end();
   }

@@ -1,4 +1,10 @@
-export { listMigrations, type Migration, migrate, migrationScript } from './migrate.js';
+export {
+  listMigrations,
+  type MigrateOptions,
+  type Migration,
+  migrate,
+  migrationScript,
+} from './migrate.js';
 export { PgFencedSink, type PgFencedSinkOptions } from './sink.js';
 export type { PoolOptions } from './sql.js';
 export { type ResolutionStats, type StoreStats, storeStats } from './stats.js';

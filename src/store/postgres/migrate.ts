@@ -1,6 +1,10 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { MigrationConflictError, StoreUnavailableError } from '../../core/errors.js';
+import {
+  InvalidActionError,
+  MigrationConflictError,
+  StoreUnavailableError,
+} from '../../core/errors.js';
 import { embeddedMigrations } from './migrations.generated.js';
 import { checkoutFor } from './session.js';
 import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
@@ -18,6 +22,11 @@ export interface Migration {
   readonly sql: string;
   /** Hex sha-256 of `sql`; `migrate()` refuses a schema whose recorded hash differs. */
   readonly sha256: string;
+  /**
+   * Declared in the file (`-- sideeffect: backward-compatible`): workers of the version before it
+   * keep working on the schema it leaves, so their `migrate()` accepts it during a rolling deploy.
+   */
+  readonly backwardCompatible: boolean;
 }
 
 /** Where the schema records what was applied; created by `migrate()` and by `migrationScript()`. */
@@ -27,6 +36,16 @@ const MIGRATIONS_TABLE = `create table if not exists migrations (
   sha256 text not null,
   applied_at timestamptz not null default now()
 )`;
+
+/**
+ * The first migration recorded in `migration_history` (0008 made it); earlier ones are recorded in
+ * `migrations`, which 0008 leaves holding only what 0.1.0 knows, so a 0.1.0 worker restarting
+ * mid-roll does not refuse the newer schema.
+ */
+const HISTORY_FROM = 8;
+
+/** The line by which a migration declares that workers of the version before it keep working. */
+const BACKWARD_COMPATIBLE = /^-- sideeffect: backward-compatible$/m;
 
 /**
  * Every migration of this version, in the order to apply them. For teams whose own migration
@@ -39,6 +58,7 @@ export function listMigrations(): readonly Migration[] {
     name,
     sql,
     sha256: createHash('sha256').update(sql).digest('hex'),
+    backwardCompatible: BACKWARD_COMPATIBLE.test(sql),
   }));
 }
 
@@ -72,23 +92,66 @@ export function migrationScript(options: { schema?: string } = {}): string {
     parts.push(
       `-- ${migration.name}`,
       migration.sql.trimEnd(),
-      `insert into migrations (version, name, sha256) values (${migration.version}, ${literal(migration.name)}, ${literal(migration.sha256)});`,
+      migration.version >= HISTORY_FROM
+        ? `insert into migration_history (version, name, sha256, backward_compatible) values (${migration.version}, ${literal(migration.name)}, ${literal(migration.sha256)}, ${migration.backwardCompatible});`
+        : `insert into migrations (version, name, sha256) values (${migration.version}, ${literal(migration.name)}, ${literal(migration.sha256)});`,
     );
   }
   parts.push('commit;', '');
   return parts.join('\n');
 }
 
+/** How `migrate()` finds the schema, and how long it lets a busy store table hold it up. */
+export interface MigrateOptions {
+  /**
+   * The schema holding the store's tables and functions.
+   * @default 'sideeffect'
+   */
+  schema?: string;
+  /**
+   * How long one attempt waits for a lock on a store table (an ALTER TABLE behind a long
+   * transaction) before it gives up, rolls back and tries again. While migrate() waits for such a
+   * lock, every store call on that table queues behind it; the bound keeps the workers running.
+   * @default 1_000
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Attempts after the first whose lock wait timed out, with a growing pause between them (up to
+   * 2 s); then StoreUnavailableError with the lock timeout as its cause, nothing applied.
+   * @default 30
+   */
+  lockRetries?: number;
+  /**
+   * Where the line goes that says the schema has newer migrations this version accepts.
+   * @default console.warn
+   */
+  log?: (line: string) => void;
+}
+
+/** Postgres gave up waiting for a lock (SQLSTATE 55P03, `lock_timeout`). */
+function lockTimedOut(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === '55P03';
+}
+
 /**
  * Brings the store's schema up to date: applies the migrations not yet recorded, in order, in ONE
  * transaction (all or nothing), and records each. Idempotent, and safe when several workers start
  * at once: a transaction-scoped advisory lock per schema makes them take turns, so none sees a
- * half-made schema or fails on a `create` that raced another. Refuses a schema that a newer
- * version of this library migrated, or whose applied migrations were edited afterwards: running
- * functions this code does not know is how a state machine silently changes under a worker.
- * Returns the names of the migrations it applied (empty when already up to date). Any other
- * failure (the database unreachable, a connection lost, a statement refused) is a
- * StoreUnavailableError with the cause, and nothing was applied.
+ * half-made schema or fails on a `create` that raced another. With nothing to apply it only reads:
+ * a role with no DDL rights (a worker's runtime role) may call it at start, and an existing schema
+ * is never created again (no CREATE on the database needed).
+ *
+ * A lock on a store table is waited for at most `lockTimeoutMs` per attempt, then the attempt is
+ * rolled back and retried (`lockRetries`): store calls queued behind migrate's lock request go on
+ * meanwhile instead of stalling behind a long transaction.
+ *
+ * A schema with migrations newer than this version: accepted, with a log line, when every one of
+ * them declares itself backward-compatible (workers of the previous version keep working on it,
+ * as during a rolling deploy); refused with MigrationConflictError otherwise, as is a schema whose
+ * applied migrations were edited afterwards: running functions this code does not know is how a
+ * state machine silently changes under a worker. Returns the names of the migrations it applied
+ * (empty when already up to date). Any other failure (the database unreachable, a connection lost,
+ * a statement refused) is a StoreUnavailableError with the cause, and nothing was applied.
  *
  * @example
  * ```ts
@@ -96,41 +159,87 @@ export function migrationScript(options: { schema?: string } = {}): string {
  * await migrate(pool, { schema: 'sideeffect' }); // before the worker starts
  * ```
  */
-export async function migrate(
+export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Promise<string[]> {
+  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schema = quoteSchema(schemaName);
+  const lockTimeoutMs = options.lockTimeoutMs ?? 1_000;
+  if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > 2 ** 31 - 1) {
+    throw new InvalidActionError(
+      'lockTimeoutMs',
+      `must be a positive integer, got ${lockTimeoutMs}`,
+    );
+  }
+  const retries = options.lockRetries ?? 30;
+  if (!Number.isSafeInteger(retries) || retries < 0) {
+    throw new InvalidActionError('lockRetries', `must be a non-negative integer, got ${retries}`);
+  }
+  const log = options.log ?? ((line: string) => console.warn(line));
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log);
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError && lockTimedOut(error.cause))) throw error;
+      if (attempt >= retries) throw error;
+      const pause = Math.min(2_000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
+}
+
+/** One attempt of migrate(), in one transaction. */
+async function migrateOnce(
   pool: pg.Pool,
-  options: {
-    /**
-     * The schema holding the store's tables and functions.
-     * @default `'sideeffect'`
-     */
-    schema?: string;
-  } = {},
+  schemaName: string,
+  schema: string,
+  lockTimeoutMs: number,
+  log: (line: string) => void,
 ): Promise<string[]> {
-  const schema = quoteSchema(options.schema ?? DEFAULT_SCHEMA);
   const files = listMigrations();
   const session = await checkoutFor(pool, 'migrate');
   const { client } = session;
+  const exists = async (relation: string): Promise<boolean> => {
+    const { rows } = await client.query<{ found: boolean }>(
+      'select pg_catalog.to_regclass($1) is not null as found',
+      [`${schema}.${relation}`],
+    );
+    return rows[0]!.found;
+  };
   try {
     await client.query('begin isolation level read committed');
+    // Same key as every earlier release (0.1.0 included): a worker of the previous version starting
+    // mid-roll takes turns with this one. Waiting here blocks no store call.
     await client.query(
       'select pg_catalog.pg_advisory_xact_lock($1::int4, pg_catalog.hashtext($2::text))',
       [LOCK_CLASS, schema],
     );
-    await client.query(`create schema if not exists ${schema}`);
+    await client.query(`set local lock_timeout = ${lockTimeoutMs}`);
+    // `create schema if not exists` checks CREATE on the database before it looks: a role that
+    // owns a schema its DBA created, or a runtime role, must not need it.
+    const { rowCount } = await client.query(
+      'select from pg_catalog.pg_namespace where nspname = $1::text',
+      [schemaName],
+    );
+    if (rowCount === 0) await client.query(`create schema ${schema}`);
     await client.query(`set local search_path to ${schema}, pg_temp`);
-    await client.query(MIGRATIONS_TABLE);
-    const { rows } = await client.query<{ version: number; name: string; sha256: string }>(
-      'select version, name, sha256 from migrations order by version',
+    const inMigrations = await exists('migrations');
+    const inHistory = await exists('migration_history');
+    if (!inMigrations) await client.query(MIGRATIONS_TABLE);
+    const { rows } = await client.query<{
+      version: number;
+      name: string;
+      sha256: string;
+      backward_compatible: boolean;
+    }>(
+      inHistory
+        ? `select version, name, sha256, false as backward_compatible from migrations
+           union all select version, name, sha256, backward_compatible from migration_history
+           order by version`
+        : 'select version, name, sha256, false as backward_compatible from migrations order by version',
     );
     const known = new Map(files.map((f) => [f.version, f]));
     for (const row of rows) {
       const file = known.get(row.version);
-      if (!file) {
-        throw new MigrationConflictError(
-          `schema ${schema} has migration ${row.name}, unknown to this version of sideeffect: upgrade it`,
-        );
-      }
-      if (file.sha256 !== row.sha256) {
+      if (file && file.sha256 !== row.sha256) {
         throw new MigrationConflictError(
           `migration ${row.name} was changed after it was applied to ${schema}`,
         );
@@ -138,13 +247,33 @@ export async function migrate(
     }
     const applied = new Set(rows.map((row) => row.version));
     const pending = files.filter((f) => !applied.has(f.version));
+    const newer = rows.filter((row) => !known.has(row.version));
+    if (newer.length > 0) {
+      const refused = newer.find((row) => !row.backward_compatible);
+      if (refused) {
+        throw new MigrationConflictError(
+          `schema ${schema} has migration ${refused.name}, unknown to this version of sideeffect and not declared backward-compatible: upgrade it`,
+        );
+      }
+      if (pending.length > 0) {
+        throw new MigrationConflictError(
+          `schema ${schema} has newer migrations (${newer.map((r) => r.name).join(', ')}) but lacks ${pending.map((f) => f.name).join(', ')} of this version`,
+        );
+      }
+      log(
+        `sideeffect: schema ${schema} has migrations newer than this version (${newer.map((r) => r.name).join(', ')}), each declared backward-compatible: running on it unchanged`,
+      );
+    }
     for (const file of pending) {
       await client.query(file.sql);
-      await client.query('insert into migrations (version, name, sha256) values ($1, $2, $3)', [
-        file.version,
-        file.name,
-        file.sha256,
-      ]);
+      await client.query(
+        file.version >= HISTORY_FROM
+          ? 'insert into migration_history (version, name, sha256, backward_compatible) values ($1, $2, $3, $4)'
+          : 'insert into migrations (version, name, sha256) values ($1, $2, $3)',
+        file.version >= HISTORY_FROM
+          ? [file.version, file.name, file.sha256, file.backwardCompatible]
+          : [file.version, file.name, file.sha256],
+      );
     }
     await client.query('commit');
     session.release();
