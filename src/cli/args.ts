@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { KeyState } from '../core/types.js';
+import type { RoleKind } from '../store/postgres/grants.js';
 import type { ResourceSelection } from './resolve-batch.js';
 import { HELP, UsageError } from './usage.js';
 
@@ -7,7 +8,12 @@ import { HELP, UsageError } from './usage.js';
 export type Command =
   | { name: 'help'; topic: string }
   | { name: 'version' }
-  | { name: 'migrate'; json: boolean; printSql: boolean }
+  | {
+      name: 'migrate';
+      json: boolean;
+      printSql: boolean;
+      printGrants?: { role: string; kind: RoleKind };
+    }
   | { name: 'list'; json: boolean; state?: KeyState; limit: number }
   | { name: 'show'; json: boolean; key: string }
   | {
@@ -35,7 +41,7 @@ export type Command =
 
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
-  migrate: ['print-sql'],
+  migrate: ['print-sql', 'print-grants', 'kind'],
   list: ['state', 'limit'],
   resolve: [
     'applied',
@@ -53,6 +59,8 @@ const OPTIONS: Record<string, string[]> = {
   purge: ['older-than', 'force', 'yes'],
 };
 const VALUED = new Set([
+  '--print-grants',
+  '--kind',
   '--state',
   '--limit',
   '--reason',
@@ -92,7 +100,7 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
   switch (name) {
     case 'migrate':
       none();
-      return { name, json, printSql: values['print-sql'] === true };
+      return { name, json, printSql: values['print-sql'] === true, ...grants(values, help) };
     case 'stats':
       none();
       return { name, json };
@@ -158,6 +166,21 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
     }
   }
   throw new UsageError(`unknown command "${name}"`, HELP.main!);
+}
+
+/** `migrate --print-grants ROLE --kind KIND`: both or neither. */
+function grants(
+  values: ReturnType<typeof parse>['values'],
+  help: string,
+): { printGrants?: { role: string; kind: RoleKind } } {
+  const role = values['print-grants'];
+  const kind = values.kind;
+  if (role === undefined && kind === undefined) return {};
+  if (typeof role !== 'string' || !role)
+    throw new UsageError('--print-grants needs a role name', help);
+  if (kind !== 'runtime' && kind !== 'operator' && kind !== 'readonly')
+    throw new UsageError('--print-grants needs --kind runtime, operator or readonly', help);
+  return { printGrants: { role, kind } };
 }
 
 function duration(value: unknown, option: string, help: string): number {
@@ -246,6 +269,8 @@ function parse(args: string[], help: string) {
       options: {
         json: { type: 'boolean' },
         'print-sql': { type: 'boolean' },
+        'print-grants': { type: 'string' },
+        kind: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         state: { type: 'string' },
         limit: { type: 'string' },

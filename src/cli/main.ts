@@ -8,7 +8,13 @@ import { decodeJson } from '../core/json.js';
 import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
-import { migrate, migrationScript, PgStore, storeStats } from '../store/postgres/index.js';
+import {
+  grantsScript,
+  migrate,
+  migrationScript,
+  PgStore,
+  storeStats,
+} from '../store/postgres/index.js';
 import { type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, parseCommand } from './args.js';
 import { printKey, printList, printStats } from './format.js';
@@ -75,6 +81,10 @@ export async function main(
   }
   if (command.name === 'version') {
     io.out(packageVersion());
+    return EXIT.ok;
+  }
+  if (command.name === 'migrate' && command.printGrants) {
+    output.out(grantsScript({ schema: env.schema, ...command.printGrants }));
     return EXIT.ok;
   }
   if (command.name === 'migrate' && command.printSql) {

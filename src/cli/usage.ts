@@ -38,13 +38,16 @@ Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
   TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE (profile file)
 
 Exit codes: 0 done, 1 refused (e.g. already resolved, or a verdict for an earlier episode), 2 bad arguments, 3 store or Temporal unreachable`,
-  migrate: `Usage: sideeffect migrate [--print-sql] [--json]
+  migrate: `Usage: sideeffect migrate [--print-sql | --print-grants ROLE --kind KIND] [--json]
 
 Creates or upgrades the sideeffect tables in SIDEEFFECT_SCHEMA. Idempotent; several
 workers may run it at once.
   --print-sql   print, without connecting, one SQL script that creates the schema from
                 scratch and records its migrations, for a team whose own tool owns the
-                database (a later \`sideeffect migrate\` then finds nothing to do)`,
+                database (a later \`sideeffect migrate\` then finds nothing to do)
+  --print-grants ROLE --kind runtime|operator|readonly
+                print, without connecting, the GRANT statements that give an existing role
+                what its kind needs (docs/database-roles.md); run them as the schema's owner`,
   list: `Usage: sideeffect list [--state free|held|applying|done|uncertain] [--limit N] [--json]
 
 Lists keys, newest change first (default limit 50).`,

@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { environment, main } from '../../src/cli/main.js';
 import { encodeJson, Runner } from '../../src/core/index.js';
-import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { grantsScript, migrate, PgStore } from '../../src/store/postgres/index.js';
 import {
   ReconcileWorkflow,
   reconcileWorkflowId,
@@ -18,10 +19,23 @@ let runner: Runner;
 let harness: Harness;
 let n = 0;
 
-/** The CLI against this file's schema. */
-function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
-  return runCli(args, { DATABASE_URL: databaseUrl(), SIDEEFFECT_SCHEMA: db.schema, ...env });
+/** An operator role (docs/database-roles.md) with exactly its grants on this file's schema. */
+const operator = `sideeffect_operator_${randomBytes(4).toString('hex')}`;
+
+/** The URL the CLI connects with: as the operator, as people and scripts run it. */
+function operatorUrl(): string {
+  const url = new URL(databaseUrl());
+  url.username = operator;
+  return url.toString();
 }
+
+/** The CLI against this file's schema, as the operator role unless told otherwise. */
+function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  return runCli(args, { DATABASE_URL: operatorUrl(), SIDEEFFECT_SCHEMA: db.schema, ...env });
+}
+
+/** `migrate` and `purge` are the owner's and the runtime role's, not the operator's. */
+const asOwner = { DATABASE_URL: databaseUrl() };
 
 async function uncertainKey(): Promise<{ key: string; resource: string }> {
   n += 1;
@@ -36,12 +50,16 @@ async function uncertainKey(): Promise<{ key: string; resource: string }> {
 beforeAll(async () => {
   db = await freshSchema('cli');
   await migrate(db.pool, { schema: db.schema });
+  await db.pool.query(`create role ${operator} login`);
+  await db.pool.query(grantsScript({ schema: db.schema, role: operator, kind: 'operator' }));
   store = new PgStore({ pool: db.pool, schema: db.schema });
   runner = new Runner(store, { ttlMs: 30_000 });
 });
 
 afterAll(async () => {
   await harness?.close();
+  await db.pool.query(`drop owned by ${operator}`);
+  await db.pool.query(`drop role ${operator}`);
   await db.drop();
 });
 
@@ -49,10 +67,13 @@ describe('sideeffect CLI against Postgres', () => {
   it('migrate applies once, then says it is up to date', async () => {
     const empty = await freshSchema('cli_migrate');
     try {
-      const first = await cli(['migrate'], { SIDEEFFECT_SCHEMA: empty.schema });
+      const first = await cli(['migrate'], { ...asOwner, SIDEEFFECT_SCHEMA: empty.schema });
       expect(first).toMatchObject({ code: 0 });
       expect(first.stdout).toMatch(/applied 0001_init/);
-      const again = await cli(['migrate', '--json'], { SIDEEFFECT_SCHEMA: empty.schema });
+      const again = await cli(['migrate', '--json'], {
+        ...asOwner,
+        SIDEEFFECT_SCHEMA: empty.schema,
+      });
       expect(again.code).toBe(0);
       expect(JSON.parse(again.stdout)).toEqual({ schema: empty.schema, applied: [] });
     } finally {
@@ -200,11 +221,11 @@ describe('sideeffect CLI against Postgres', () => {
     await runner.execute(done, async () => encodeJson('ok'));
     await new Promise((resolve) => setTimeout(resolve, 1_100));
     // No terminal to ask (as in cron and CI): refused without --yes, nothing deleted.
-    const unasked = await cli(['purge', '--older-than', '1s', '--force']);
+    const unasked = await cli(['purge', '--older-than', '1s', '--force'], asOwner);
     expect(unasked.code).toBe(2);
     expect(unasked.stderr).toMatch(/purge needs --yes when stdin or stdout is not a terminal/);
     // Below the floor (7 days) without --force: refused, nothing deleted.
-    const young = await cli(['purge', '--older-than', '1s', '--yes', '--json']);
+    const young = await cli(['purge', '--older-than', '1s', '--yes', '--json'], asOwner);
     expect(young.code).toBe(1);
     expect(JSON.parse(young.stdout).error.code).toBe('PURGE_BELOW_FLOOR');
     expect(young.stderr).toMatch(/--force/);
@@ -223,7 +244,10 @@ describe('sideeffect CLI against Postgres', () => {
     expect((await store.inspect(done.key))?.state).toBe('done');
     expect(await main(args, { ...silent, confirm: answer(true) }, env)).toBe(0);
     expect(await store.inspect(done.key)).toBeUndefined();
-    const purged = await cli(['purge', '--older-than', '1s', '--yes', '--force', '--json']);
+    const purged = await cli(
+      ['purge', '--older-than', '1s', '--yes', '--force', '--json'],
+      asOwner,
+    );
     expect(purged.code).toBe(0);
     expect(JSON.parse(purged.stdout).purged).toBe(0);
     expect((await store.inspect(doubtful.key))?.state).toBe('uncertain');

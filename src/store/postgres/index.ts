@@ -1,3 +1,4 @@
+export { grantsScript, type RoleKind } from './grants.js';
 export {
   listMigrations,
   type MigrateOptions,
