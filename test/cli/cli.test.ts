@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { environment, main } from '../../src/cli/main.js';
 import { encodeJson, Runner } from '../../src/core/index.js';
-import { grantsScript, migrate, PgStore } from '../../src/store/postgres/index.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import {
   ReconcileWorkflow,
   reconcileWorkflowId,
@@ -11,6 +10,7 @@ import {
 } from '../../src/workflows/index.js';
 import { type CliRun, runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
+import { type GrantedRole, grantedRole } from '../support/roles.js';
 import { type Harness, startHarness } from '../temporal/harness.js';
 
 let db: FreshSchema;
@@ -20,18 +20,11 @@ let harness: Harness;
 let n = 0;
 
 /** An operator role (docs/database-roles.md) with exactly its grants on this file's schema. */
-const operator = `sideeffect_operator_${randomBytes(4).toString('hex')}`;
-
-/** The URL the CLI connects with: as the operator, as people and scripts run it. */
-function operatorUrl(): string {
-  const url = new URL(databaseUrl());
-  url.username = operator;
-  return url.toString();
-}
+let operator: GrantedRole;
 
 /** The CLI against this file's schema, as the operator role unless told otherwise. */
 function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
-  return runCli(args, { DATABASE_URL: operatorUrl(), SIDEEFFECT_SCHEMA: db.schema, ...env });
+  return runCli(args, { DATABASE_URL: operator.url, SIDEEFFECT_SCHEMA: db.schema, ...env });
 }
 
 /** `migrate` and `purge` are the owner's and the runtime role's, not the operator's. */
@@ -50,17 +43,15 @@ async function uncertainKey(): Promise<{ key: string; resource: string }> {
 beforeAll(async () => {
   db = await freshSchema('cli');
   await migrate(db.pool, { schema: db.schema });
-  await db.pool.query(`create role ${operator} login`);
-  await db.pool.query(grantsScript({ schema: db.schema, role: operator, kind: 'operator' }));
+  operator = await grantedRole(db, 'operator');
   store = new PgStore({ pool: db.pool, schema: db.schema });
   runner = new Runner(store, { ttlMs: 30_000 });
 });
 
 afterAll(async () => {
   await harness?.close();
-  await db.pool.query(`drop owned by ${operator}`);
-  await db.pool.query(`drop role ${operator}`);
   await db.drop();
+  await operator?.drop();
 });
 
 describe('sideeffect CLI against Postgres', () => {

@@ -17,7 +17,8 @@ import {
   statusQuery,
 } from '../../src/workflows/index.js';
 import { type CliRun, runCli } from '../support/cli.js';
-import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
+import { type FreshSchema, freshSchema } from '../support/postgres.js';
+import { type GrantedRole, grantedRole } from '../support/roles.js';
 import { type Harness, startHarness } from '../temporal/harness.js';
 
 let db: FreshSchema;
@@ -26,8 +27,11 @@ let runner: Runner;
 let harness: Harness;
 let scratch: string;
 
+/** The CLI as an operator role with exactly its grants (docs/database-roles.md). */
+let operator: GrantedRole;
+
 function cli(args: string[]): Promise<CliRun> {
-  return runCli(args, { DATABASE_URL: databaseUrl(), SIDEEFFECT_SCHEMA: db.schema });
+  return runCli(args, { DATABASE_URL: operator.url, SIDEEFFECT_SCHEMA: db.schema });
 }
 
 async function uncertain(key: string, resource: string): Promise<void> {
@@ -48,6 +52,7 @@ async function waitingWorkflow(key: string, resource: string): Promise<void> {
 beforeAll(async () => {
   db = await freshSchema('resolve_batch');
   await migrate(db.pool, { schema: db.schema });
+  operator = await grantedRole(db, 'operator');
   store = new PgStore({ pool: db.pool, schema: db.schema });
   runner = new Runner(store, { ttlMs: 30_000 });
   harness = await startHarness('resolve-batch', { store, effects: {}, ttlMs: 30_000 });
@@ -57,6 +62,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await harness?.close();
   await db?.drop();
+  await operator?.drop();
   await rm(scratch, { recursive: true, force: true });
 });
 

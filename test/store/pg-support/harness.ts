@@ -5,17 +5,16 @@
  * expire a lease between two statements) and `advance(ms)` moves it. Production schemas never get
  * this function.
  */
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Limits } from '../../../src/core/index.js';
 import {
-  grantsScript,
   migrate,
   PgFencedSink,
   PgStore,
   type RoleKind,
 } from '../../../src/store/postgres/index.js';
-import { databaseUrl, type FreshSchema, freshSchema } from '../../support/postgres.js';
+import { type FreshSchema, freshSchema } from '../../support/postgres.js';
+import { grantedRole } from '../../support/roles.js';
 
 export interface PgHarness {
   db: FreshSchema;
@@ -54,7 +53,13 @@ export async function pgHarness(
         as $$ select at from test_clock $$;
     `);
   }
-  const role = options.role && (await roleFor(db, options.role));
+  const role =
+    options.role &&
+    (await grantedRole(
+      db,
+      options.role,
+      (options.movableClock ?? true) ? ['grant select on test_clock'] : [],
+    ));
   const via =
     (options.via && new pg.Pool({ connectionString: options.via.url, max: 4 })) ||
     (role && new pg.Pool({ connectionString: role.url, max: 4 }));
@@ -88,35 +93,4 @@ export function sidePool(db: FreshSchema): pg.Pool {
   const pool = new pg.Pool({ ...db.config, max: 4 });
   pool.on('error', () => {});
   return pool;
-}
-
-/** A login role of `kind` on the harness's schema, with exactly its grants (and the test clock). */
-async function roleFor(
-  db: FreshSchema,
-  kind: RoleKind,
-): Promise<{ url: string; drop(): Promise<void> }> {
-  const role = `sideeffect_${kind}_${randomBytes(4).toString('hex')}`;
-  await db.pool.query(`create role ${role} login`);
-  await db.pool.query(grantsScript({ schema: db.schema, role, kind }));
-  if (
-    await db.pool
-      .query(`select to_regclass('test_clock') is not null as c`)
-      .then((r) => r.rows[0].c)
-  )
-    await db.pool.query(`grant select on test_clock to ${role}`);
-  const url = new URL(db.config.connectionString ?? databaseUrl());
-  url.username = role;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const admin = new pg.Client({ connectionString: db.config.connectionString });
-      await admin.connect();
-      try {
-        await admin.query(`drop owned by ${role}`);
-        await admin.query(`drop role ${role}`);
-      } finally {
-        await admin.end();
-      }
-    },
-  };
 }
