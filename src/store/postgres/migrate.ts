@@ -209,7 +209,7 @@ async function migrateOnce(
     // Same key as every earlier release (0.1.0 included): a worker of the previous version starting
     // mid-roll takes turns with this one. Waiting here blocks no store call.
     await client.query(
-      'select pg_catalog.pg_advisory_xact_lock($1::int4, pg_catalog.hashtext($2::text))',
+      'select pg_catalog.pg_advisory_xact_lock($1::integer, pg_catalog.hashtext($2::text))',
       [LOCK_CLASS, schema],
     );
     await client.query(`set local lock_timeout = ${lockTimeoutMs}`);

@@ -52,7 +52,7 @@ export async function storeStats(
       select to_state, from_state, actor, at, pg_catalog.lag(at) over (partition by key order by id) as since
         from ${s}.events where to_state = 'uncertain' or from_state = 'uncertain'
     ), closed as (
-      select actor, to_state, extract(epoch from at operator(pg_catalog.-) since)::float8 as seconds
+      select actor, to_state, extract(epoch from at operator(pg_catalog.-) since)::double precision as seconds
         from marks where from_state = 'uncertain' and since is not null
     )`;
   const client = await pool.connect();
@@ -75,14 +75,14 @@ export async function storeStats(
       max: number;
     }>(
       `${episodes} select actor, to_state, pg_catalog.count(*) as n,
-         pg_catalog.percentile_cont(0.5::float8) within group (order by seconds) as median,
+         pg_catalog.percentile_cont(0.5::double precision) within group (order by seconds) as median,
          pg_catalog.max(seconds) as max
        from closed group by actor, to_state order by n desc, actor`,
     );
     const overall = await client.query<{ n: string; median: number; p95: number; max: number }>(
       `${episodes} select pg_catalog.count(*) as n,
-         coalesce(pg_catalog.percentile_cont(0.5::float8) within group (order by seconds), 0) as median,
-         coalesce(pg_catalog.percentile_cont(0.95::float8) within group (order by seconds), 0) as p95,
+         coalesce(pg_catalog.percentile_cont(0.5::double precision) within group (order by seconds), 0) as median,
+         coalesce(pg_catalog.percentile_cont(0.95::double precision) within group (order by seconds), 0) as p95,
          coalesce(pg_catalog.max(seconds), 0) as max
        from closed`,
     );

@@ -90,7 +90,7 @@ const keyColumns = (s: string) =>
  * untyped `$2 * interval` has no exact match in pg_catalog, so an operator another role planted on
  * the caller's search_path would match it better and run as the store's role.
  */
-const since = `($2::float8 operator(pg_catalog.*) interval '1 millisecond')`;
+const since = `($2::double precision operator(pg_catalog.*) interval '1 millisecond')`;
 
 /**
  * How many keys are uncertain and for how long the oldest has been; `sideeffect stats` asks the
@@ -364,7 +364,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       if (pinned) await session.client.query('begin isolation level read committed');
       const lock = pinned ? 'pg_try_advisory_xact_lock' : 'pg_try_advisory_lock';
       const { rows } = await session.client.query<{ led: boolean }>(
-        `select pg_catalog.${lock}($1::int4, pg_catalog.hashtext($2::text)) as led`,
+        `select pg_catalog.${lock}($1::integer, pg_catalog.hashtext($2::text)) as led`,
         [SWEEP_LOCK_CLASS, this.#schema],
       );
       if (!rows[0]?.led) {
@@ -388,7 +388,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       if (this.#transactionPooling) await session.client.query('rollback');
       else
         await session.client.query(
-          'select pg_catalog.pg_advisory_unlock($1::int4, pg_catalog.hashtext($2::text))',
+          'select pg_catalog.pg_advisory_unlock($1::integer, pg_catalog.hashtext($2::text))',
           [SWEEP_LOCK_CLASS, this.#schema],
         );
       session.release();
