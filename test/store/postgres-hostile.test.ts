@@ -142,6 +142,7 @@ describe.each([
         ['stats'],
         ['resolve', '--resource', 'r-6', '--not-applied', '--reason', 'checked', '--dry-run'],
         ['resolve', 'k-cli', '--not-applied', '--reason', 'checked'],
+        ['purge', '--older-than', '30d', '--yes'],
       ]) {
         const run = await runCli(args, env);
         expect({ args, code: run.code, stderr: run.stderr }).toMatchObject({ code: 0 });
