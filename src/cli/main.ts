@@ -3,7 +3,7 @@ import { userInfo } from 'node:os';
 import { createInterface } from 'node:readline/promises';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
-import { NotUncertainError, SideEffectError } from '../core/errors.js';
+import { InvalidSchemaError, NotUncertainError, SideEffectError } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
 import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
@@ -15,6 +15,7 @@ import {
   PgStore,
   storeStats,
 } from '../store/postgres/index.js';
+import { quoteSchema } from '../store/postgres/sql.js';
 import { type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, parseCommand } from './args.js';
 import { printKey, printList, printStats } from './format.js';
@@ -82,6 +83,14 @@ export async function main(
   if (command.name === 'version') {
     io.out(packageVersion());
     return EXIT.ok;
+  }
+  try {
+    quoteSchema(env.schema);
+  } catch (error) {
+    if (!(error instanceof InvalidSchemaError)) throw error;
+    io.err(`sideeffect: SIDEEFFECT_SCHEMA: ${error.message}`);
+    if (command.json) io.out(JSON.stringify({ error: { code: error.code, rule: error.rule } }));
+    return EXIT.usage;
   }
   if (command.name === 'migrate' && command.printGrants) {
     output.out(grantsScript({ schema: env.schema, ...command.printGrants }));

@@ -29,4 +29,14 @@ describe('sideeffect without a database', () => {
     expect(ran.out).toBe(migrationScript({ schema: 'billing' }));
     expect(ran.out).toContain('create schema if not exists "billing";');
   });
+
+  it('a SIDEEFFECT_SCHEMA the store cannot use: exit 2 naming the rule, before any connection', async () => {
+    for (const argv of [['list'], ['migrate', '--print-sql'], ['stats', '--json']]) {
+      const ran = await cli(argv, { ...offline, schema: 'pg_sideeffect' });
+      expect(ran.code).toBe(2);
+      expect(ran.err).toMatch(/^sideeffect: SIDEEFFECT_SCHEMA: invalid schema name \(reserved\)/);
+    }
+    const json = await cli(['list', '--json'], { ...offline, schema: 'x'.repeat(64) });
+    expect(JSON.parse(json.out)).toEqual({ error: { code: 'INVALID_SCHEMA', rule: 'too-long' } });
+  });
 });
