@@ -14,24 +14,74 @@ const unit = [
   'test/docs/**/*.test.ts',
 ];
 
+/**
+ * Tests that need Postgres and no Temporal: their project's global setup does not start or ask
+ * for a Temporal server, so a contributor on the store runs them (`npm run test:postgres`) with
+ * Postgres alone.
+ */
+const postgres = [
+  'test/api/**/*.test.ts',
+  'test/store/**/*.test.ts',
+  'test/faults/probe-race.test.ts',
+  'test/packaging/bundle-migrate.test.ts',
+];
+
+/**
+ * Soak-shaped files: `npm test` runs them at a quick size; `npm run test:long` sets
+ * SIDEEFFECT_TEST_TIER=long, under which this config has only the long projects and
+ * test/support/tier.ts picks the soak size. So `npx vitest run <file>` never starts a soak by
+ * accident. `longOnly` files run in the long tier alone: what they check, `npm test` checks in
+ * a faster file (named in each file's header).
+ */
+const soakPostgres = ['test/store/postgres-concurrency.test.ts'];
+const longOnly = ['test/faults/faults.test.ts'];
+const soakTemporal = ['test/temporal/long-wait.test.ts', 'test/faults/mixed.test.ts', ...longOnly];
+
+const temporalSetup = ['test/support/global-setup.ts'];
+const postgresSetup = ['test/support/global-setup-postgres.ts'];
+const longTier = process.env.SIDEEFFECT_TEST_TIER === 'long';
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
     hookTimeout: 180_000,
     pool: 'forks',
+    // Most service files wait on timers, leases and servers, not on the CPU: four at once keep a
+    // 2-core machine busy, where vitest's default (cores - 1 = one file at a time) leaves it idle.
+    maxWorkers: 4,
     reporters: ['default'],
-    projects: [
-      // One worker process and no re-import per file: most of a unit file's time is importing.
-      { extends: true, test: { name: 'unit', include: unit, pool: 'threads', isolate: false } },
-      {
-        extends: true,
-        test: {
-          name: 'services',
-          include: ['test/**/*.test.ts'],
-          exclude: unit,
-          globalSetup: ['test/support/global-setup.ts'],
-        },
-      },
-    ],
+    projects: longTier
+      ? [
+          {
+            extends: true,
+            test: { name: 'long-postgres', include: soakPostgres, globalSetup: postgresSetup },
+          },
+          {
+            extends: true,
+            test: { name: 'long-temporal', include: soakTemporal, globalSetup: temporalSetup },
+          },
+        ]
+      : [
+          // One worker process and no re-import per file: most of a unit file's time is importing.
+          { extends: true, test: { name: 'unit', include: unit, pool: 'threads', isolate: false } },
+          {
+            extends: true,
+            test: {
+              name: 'postgres',
+              include: postgres,
+              exclude: unit,
+              globalSetup: postgresSetup,
+            },
+          },
+          {
+            extends: true,
+            test: {
+              name: 'temporal',
+              include: ['test/**/*.test.ts'],
+              exclude: [...unit, ...postgres, ...longOnly],
+              globalSetup: temporalSetup,
+            },
+          },
+        ],
   },
 });

@@ -1,83 +1,16 @@
 /**
- * The fault-injection harness (issue 7): three worker processes on one task queue, PgStore and
- * PgFencedSink on a fresh schema, our own Temporal dev server and a cuttable proxy in front of
- * Postgres. Each scenario drives many small workflows of guarded effects through one kind of
- * fault, then a last one through all of them at once; the checker judges each run from the ledger
- * and the store alone. Zero duplicates, zero stale writes landed, zero stuck keys, every workflow
- * finished. `npm run soak -- --minutes N` runs the mixed scenario at scale.
+ * The fault-injection harness (issue 7), one scenario per kind of fault: many small workflows of
+ * guarded effects through workers SIGKILLed, paused past their lease, Postgres backends
+ * terminated or cut off, the Temporal server restarted, responses lost; the checker judges each
+ * run from the ledger and the store alone. Zero duplicates, zero stale writes landed, zero stuck
+ * keys, every workflow finished. Long tier (`npm run test:long`): `npm test` runs every kind at
+ * once in mixed.test.ts, and each kind's own effect in a faster test (crash.test.ts,
+ * lease.test.ts, postgres-concurrency and postgres-dropped-connection, reconcile.test.ts).
  */
-import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Cluster } from './cluster.js';
-import {
-  FAULT_KINDS,
-  formatTable,
-  type Report,
-  runScenario,
-  type ScenarioOptions,
-} from './scenario.js';
+import { describe, expect, it } from 'vitest';
+import { faultSuite, injected, TTL_MS } from './suite.js';
 
-Runtime.install({ logger: new DefaultLogger('ERROR') });
-
-const TTL_MS = 1_500;
-const log = (line: string) => process.stdout.write(`${line}\n`);
-
-let cluster: Cluster;
-const reports: Report[] = [];
-
-beforeAll(async () => {
-  cluster = await Cluster.start({
-    workers: 3,
-    ttlMs: TTL_MS,
-    sweepEveryMs: 1_000,
-    fencedProbe: true,
-    log,
-  });
-});
-
-afterAll(async () => {
-  if (reports.length > 0) log(`\nfault harness\n${formatTable(reports)}\n`);
-  // After a failure the worker and server logs stay for a look (the path is printed).
-  const failed = reports.some((report) => report.problems.length > 0);
-  await cluster?.close({ keepFiles: failed });
-});
-
-const base: Omit<ScenarioOptions, 'name' | 'faults'> = {
-  workflows: 20,
-  concurrency: 8,
-  resources: 3,
-  maxFaults: 6,
-  faultGapMs: [700, 1_500],
-  loseResponse: 0.05,
-  drainTimeoutMs: 90_000,
-  log,
-};
-
-async function scenario(
-  options: Partial<ScenarioOptions> & Pick<ScenarioOptions, 'name' | 'faults'>,
-) {
-  const report = await runScenario(cluster, { ...base, ...options });
-  reports.push(report);
-  log(formatTable([report]));
-  for (const problem of report.problems.slice(0, 20)) log(`  problem: ${problem}`);
-  // What must hold whatever the faults: every workflow finished, nothing applied twice, no late
-  // write landed, nothing left claiming a lease, results are what the downstream recorded, and
-  // every key that was ever uncertain went through a ReconcileWorkflow.
-  expect(report.failed).toEqual([]);
-  expect(report.completed).toBe(report.workflows);
-  expect(report.duplicates).toBe(0);
-  expect(report.staleLanded).toBe(0);
-  expect(report.stuck).toBe(0);
-  expect(report.resultMismatches).toBe(0);
-  expect(report.writtenNotDone).toBe(0);
-  expect(report.missingReconcile).toBe(0);
-  expect(report.stillUncertain).toBe(0);
-  expect(report.applied + report.replayed + report.reconciled).toBe(report.actions);
-  return report;
-}
-
-const injected = (report: Report, ...kinds: string[]) =>
-  kinds.reduce((sum, kind) => sum + (report.faults[kind] ?? 0), 0);
+const scenario = faultSuite();
 
 describe('fault injection: no duplicate side effects', () => {
   it('workers SIGKILLed at random, mid-apply and right after the downstream write, then restarted', async () => {
@@ -125,16 +58,4 @@ describe('fault injection: no duplicate side effects', () => {
     expect(report.uncertain).toBeGreaterThan(0);
     expect(report.byProbe + report.bySignal).toBeGreaterThanOrEqual(report.uncertain);
   }, 180_000);
-
-  it('every fault at once', async () => {
-    const report = await scenario({
-      name: 'mixed',
-      faults: FAULT_KINDS,
-      workflows: 30,
-      resources: 4,
-      maxFaults: 10,
-      loseResponse: 0.1,
-    });
-    expect(Object.keys(report.faults).length).toBeGreaterThan(2);
-  }, 240_000);
 });

@@ -1,5 +1,6 @@
 /**
- * Starts what the suites share before any test file runs (vitest globalSetup):
+ * Starts what the Temporal suites share before any of their files runs (vitest globalSetup; the
+ * Postgres-only files use global-setup-postgres.ts alone):
  *
  * - Postgres must answer at databaseUrl() (DATABASE_URL or the local default); it is not started
  *   here (that needs root; .ci/run does it). Stale per-file schemas of crashed runs are dropped.
@@ -11,21 +12,11 @@
  * http://localhost:8233 (to look at the workflows a test left) reuse it. Stop it with
  * `./temporal-dev.sh --stop`. So there is no teardown.
  */
-import { maskConnectionString } from '../../src/core/mask.js';
-import { assertPostgresReachable, databaseUrl, dropStaleSchemas } from './postgres.js';
+import setupPostgres, { progress } from './global-setup-postgres.js';
 import { ensureTemporalDevServer, TEMPORAL_ADDRESS } from './temporal.js';
 
-function progress(line: string): void {
-  process.stderr.write(`[global-setup] ${line}\n`);
-}
-
 export default async function setup(): Promise<void> {
-  await assertPostgresReachable();
-  const stale = await dropStaleSchemas();
-  if (stale.length > 0) progress(`dropped ${stale.length} stale test schema(s)`);
-
+  await setupPostgres();
   const { uiUrl } = await ensureTemporalDevServer(progress);
-  progress(
-    `Postgres ${maskConnectionString(databaseUrl())}, Temporal ${TEMPORAL_ADDRESS} (UI ${uiUrl})`,
-  );
+  progress(`Temporal ${TEMPORAL_ADDRESS} (UI ${uiUrl})`);
 }

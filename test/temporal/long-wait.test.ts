@@ -2,7 +2,8 @@
  * A wait of months, compressed: thousands of malformed signals (one of 1.5 MB)
  * and hundreds of reminders must not grow one run's history without bound nor
  * break the status query, and the waiting caller must still get the verdict
- * after its ReconcileWorkflow continued as new.
+ * after its ReconcileWorkflow continued as new. `npm test` sends enough to
+ * cross the event bound once; `npm run test:long` sends the soak's thousands.
  */
 import type { WorkflowHandle } from '@temporalio/client';
 import { Runtime } from '@temporalio/worker';
@@ -16,6 +17,7 @@ import {
   type SideEffectOutcome,
   statusQuery,
 } from '../../src/workflows/index.js';
+import { sized } from '../support/tier.js';
 import { type Harness, Ledger, startHarness } from './harness.js';
 
 const ledger = new Ledger();
@@ -23,7 +25,7 @@ const store = new MemoryStore();
 const REMINDER = 'side effect outcome still uncertain: waiting for a resolve signal';
 const REFUSED = 'resolve refused; still waiting';
 
-// 2,500 expected warnings would bury the output.
+// Thousands of expected warnings would bury the output.
 const logger = Runtime.instance().logger;
 const log = logger.log.bind(logger);
 vi.spyOn(logger, 'log').mockImplementation((level, message, meta) => {
@@ -56,6 +58,10 @@ type HistoryEvent = Record<string, unknown>;
 
 /** The ReconcileWorkflow's own bound: past it, a run continues as new at its next quiet task. */
 const EVENT_BOUND = 500;
+
+/** Malformed signals, then one huge one: past EVENT_BOUND, so at least one continue-as-new. */
+const MALFORMED = sized(749, 1_999);
+const REMINDERS = sized(60, 500);
 
 /** Waits until the newest run of the workflow has fewer events than `bound`. */
 async function newestRunUnder(handle: WorkflowHandle, bound: number): Promise<void> {
@@ -90,7 +96,7 @@ describe('a reconcile that waits for months', () => {
     await h?.close();
   });
 
-  it('2,000 malformed signals (one of 1.5 MB) and 500 reminders: it continues as new, status answers throughout, the caller gets the verdict', async () => {
+  it(`${MALFORMED + 1} malformed signals (one of 1.5 MB) and ${REMINDERS} reminders: it continues as new, status answers throughout, the caller gets the verdict`, async () => {
     const caller = await h.start('guarded', [
       'order',
       { account: 'lw1' },
@@ -135,15 +141,15 @@ describe('a reconcile that waits for months', () => {
         sent += 1;
       }
     };
-    for (let from = 0; from < 1_999; from += 250) {
-      const to = Math.min(from + 250, 1_999);
+    for (let from = 0; from < MALFORMED; from += 250) {
+      const to = Math.min(from + 250, MALFORMED);
       await Promise.all([0, 1, 2, 3].map((lane) => sender(from, to, lane)));
       await newestRunUnder(reconcile, EVENT_BOUND);
     }
     // The big one after every lane is done, so it is the newest refused input and stays kept.
     await reconcile.signal(resolveSignal, huge as never);
     sent += 1;
-    expect(sent).toBe(2_000);
+    expect(sent).toBe(MALFORMED + 1);
     // Reminders fire one workflow task apart: on a loaded machine that is up to a second each.
     const deadline = Date.now() + 900_000;
     for (;;) {
@@ -151,7 +157,7 @@ describe('a reconcile that waits for months', () => {
         (await runsOf(h, key)).flatMap((run) => run.events),
         'timerFiredEventAttributes',
       );
-      if (fired >= 500) break;
+      if (fired >= REMINDERS) break;
       if (Date.now() > deadline) throw new Error(`only ${fired} reminders fired`);
       await new Promise((resolve) => setTimeout(resolve, 10_000));
     }
@@ -180,13 +186,15 @@ describe('a reconcile that waits for months', () => {
     await poller;
 
     expect(queryErrors).toEqual([]);
-    expect(statuses.length).toBeGreaterThan(20);
+    expect(statuses.length).toBeGreaterThan(sized(5, 20));
     const runs = await runsOf(h, key);
     expect(runs.length).toBeGreaterThanOrEqual(2);
     const all = runs.flatMap((run) => run.events);
     expect(count(all, 'workflowExecutionContinuedAsNewEventAttributes')).toBe(runs.length - 1);
-    expect(count(all, 'timerFiredEventAttributes')).toBeGreaterThanOrEqual(500);
-    expect(count(all, 'workflowExecutionSignaledEventAttributes')).toBeGreaterThanOrEqual(2_001);
+    expect(count(all, 'timerFiredEventAttributes')).toBeGreaterThanOrEqual(REMINDERS);
+    expect(count(all, 'workflowExecutionSignaledEventAttributes')).toBeGreaterThanOrEqual(
+      MALFORMED + 2,
+    );
     for (const run of runs) expect(run.events.length).toBeLessThan(1_000);
 
     // The caller subscribed once; its rechecks signal again only when they cannot confirm the
