@@ -15,6 +15,7 @@ export const ENTRY_POINTS: Record<string, string> = {
   'sideeffect/workflows': 'src/workflows/index.ts',
   'sideeffect/worker': 'src/worker/index.ts',
   'sideeffect/syncx': 'src/syncx/index.ts',
+  'sideeffect/testing': 'src/testing/index.ts',
 };
 
 const FORMAT =

@@ -18,16 +18,13 @@ import {
 } from '@temporalio/worker';
 import type { Fence } from '../../src/core/types.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
+import { waitForReconcile } from '../../src/testing/index.js';
 import {
   type CreateWorkerOptions,
   createWorker,
   type SideEffectWorker,
 } from '../../src/worker/index.js';
-import {
-  type ReconcileStatus,
-  reconcileWorkflowId,
-  statusQuery,
-} from '../../src/workflows/index.js';
+import { type ReconcileStatus, reconcileWorkflowId } from '../../src/workflows/index.js';
 import {
   TEMPORAL_ADDRESS,
   TEMPORAL_NAMESPACE,
@@ -98,12 +95,8 @@ export async function startHarness(
     },
     reconcile: (key) => track(client.workflow.getHandle(reconcileWorkflowId(key))),
     async waitForReconcile(key, state) {
-      const handle = harness.reconcile(key);
-      return waitFor(async () => {
-        // Not started yet (or not yet past its first task) answers with an error: keep polling.
-        const status = await handle.query(statusQuery).catch(() => undefined);
-        return status?.state === state ? status : undefined;
-      }, `reconcile/${key} to be ${state}`);
+      harness.reconcile(key);
+      return waitForReconcile(client, key, { state });
     },
     async replayAll() {
       const failures: Array<{ workflowId: string; error: unknown }> = [];
