@@ -43,6 +43,18 @@ export function apiReport(root: string): ApiReport {
   // `import("/abs/node_modules/pg/index").Pool` -> `Pool`: the report must not depend on the machine.
   const portable = (typeText: string) => typeText.replace(/import\("[^"]*"\)\./g, '');
   const text = (type: ts.Type, at: ts.Node) => portable(checker.typeToString(type, at, FORMAT));
+  /**
+   * A member's type; where the checker resolves it to `any` but the declaration names a type
+   * (`recheckEvery?: Duration`, whose `ms` types NodeNext resolution cannot load), the type as
+   * written, which is what the .d.ts says: a change to it must show in review, not hide as `any`.
+   */
+  const memberType = (member: ts.Symbol, at: ts.Declaration) => {
+    const type = checker.getTypeOfSymbolAtLocation(member, at);
+    const written = (at as { type?: ts.TypeNode }).type;
+    if (!(type.flags & ts.TypeFlags.Any) || !written || written.kind === ts.SyntaxKind.AnyKeyword)
+      return text(type, at);
+    return written.getText().replace(/\s+/g, ' ');
+  };
   const undocumentedDefaults = new Set<string>();
 
   const describe = (name: string, exported: ts.Symbol): string[] => {
@@ -66,7 +78,7 @@ export function apiReport(root: string): ApiReport {
         const at = member.declarations?.[0];
         if (!at?.getSourceFile().fileName.startsWith(src)) continue;
         if (ts.getCombinedModifierFlags(at as ts.Declaration) & ts.ModifierFlags.Private) continue;
-        lines.push(`  ${member.name}: ${text(checker.getTypeOfSymbolAtLocation(member, at), at)}`);
+        lines.push(`  ${member.name}: ${memberType(member, at as ts.Declaration)}`);
       }
     } else if (symbol.flags & (ts.SymbolFlags.Interface | ts.SymbolFlags.TypeAlias)) {
       const type = checker.getDeclaredTypeOfSymbol(symbol);
@@ -87,9 +99,7 @@ export function apiReport(root: string): ApiReport {
           if (optional && name.endsWith('Options') && !hasDefault) {
             undocumentedDefaults.add(`${name}.${member.name}`);
           }
-          lines.push(
-            `  ${member.name}${optional}: ${text(checker.getTypeOfSymbolAtLocation(member, at), at)}`,
-          );
+          lines.push(`  ${member.name}${optional}: ${memberType(member, at)}`);
         }
       }
       if (symbol.flags & ts.SymbolFlags.Value) {

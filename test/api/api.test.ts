@@ -12,6 +12,11 @@ describe('public API', () => {
     await expect(report.text).toMatchFileSnapshot('./api-report.md');
   });
 
+  it('names a type the checker cannot resolve as the declaration writes it, not `any`', () => {
+    expect(report.text).toContain('  recheckEvery?: Duration\n');
+    expect(report.text).not.toMatch(/recheckEvery\?: any/);
+  });
+
   it('every optional member of an exported *Options interface documents its @default', () => {
     expect(report.undocumentedDefaults).toEqual([]);
   });
