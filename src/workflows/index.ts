@@ -31,6 +31,9 @@ export {
 } from '../protocol/wire.js';
 export { ReconcileWorkflow } from './reconcile.js';
 export {
+  type EffectInput,
+  type EffectName,
+  type EffectResult,
   type EffectShape,
   proxySideEffects,
   runSideEffect,
@@ -39,4 +42,4 @@ export {
   type SideEffectsFor,
   sideEffect,
 } from './side-effect.js';
-export { type SideEffectCall, sideEffects } from './side-effects.js';
+export { type SideEffectCall, type SideEffectCallFor, sideEffects } from './side-effects.js';

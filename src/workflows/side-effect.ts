@@ -75,6 +75,42 @@ export interface EffectShape {
   apply(input: any, ...rest: never[]): Promise<unknown>;
 }
 
+/**
+ * The names in `E` (`typeof effects`, or an interface of `apply` shapes) that are effects. A
+ * function-valued property is not one, though every function has an `apply`.
+ */
+export type EffectName<E> = {
+  [K in keyof E & string]: E[K] extends (...args: never[]) => unknown
+    ? never
+    : E[K] extends EffectShape
+      ? K
+      : never;
+}[keyof E & string];
+
+/** The input an effect's `apply` takes. */
+export type EffectInput<T> = T extends EffectShape ? Parameters<T['apply']>[0] : never;
+
+/** What an effect's `apply` resolves to. */
+export type EffectResult<T> = T extends EffectShape ? Awaited<ReturnType<T['apply']>> : never;
+
+/** The arguments of a typed {@link sideEffect} call: an effect of `E`, its input, options. */
+type SideEffectArgs<E> = {
+  [K in EffectName<E>]: [effect: K, input: EffectInput<E[K]>, options?: SideEffectOptions];
+}[EffectName<E>];
+
+/**
+ * `unknown` for a result type, `never` for a registry of effects: the untyped overloads take a
+ * result type where the typed ones take `typeof effects`, so a typed call with a misspelled name
+ * or a wrong input fails there too instead of falling back to the untyped form.
+ */
+export type UntypedOnly<R> = 0 extends 1 & R
+  ? unknown
+  : R extends object
+    ? [EffectName<R>] extends [never]
+      ? unknown
+      : never
+    : unknown;
+
 /** The typed facade returned by {@link proxySideEffects}. */
 export type SideEffectsFor<E> = {
   [K in keyof E & string]: E[K] extends EffectShape
@@ -125,19 +161,28 @@ function listen(): void {
  * is applied once and later calls get the recorded result. When the outcome is
  * uncertain, it waits for the key's ReconcileWorkflow (probe or person) instead
  * of guessing: applied -> the recorded result, never re-applied; not applied ->
- * the effect runs again. {@link proxySideEffects} is the typed form.
+ * the effect runs again. With `typeof effects` as its type argument, the name
+ * and the input are checked at compile time (the result is then the union of the
+ * effects' results); {@link proxySideEffects} types each effect's result too.
  *
  * @example
  * ```ts
- * const receipt = await sideEffect<Receipt>('charge', { card, cents }, { step: 'charge-deposit' });
+ * import type { effects } from './effects.js';
+ * const receipt = await sideEffect<typeof effects>('charge', { card, cents }, { step: 'charge-deposit' });
  * ```
  */
-export async function sideEffect<R = unknown, I = unknown>(
-  effect: string,
+export function sideEffect<E>(...call: SideEffectArgs<E>): Promise<EffectResult<E[EffectName<E>]>>;
+export function sideEffect<R = unknown, I = unknown>(
+  effect: string & UntypedOnly<R>,
   input: I,
+  options?: SideEffectOptions,
+): Promise<R>;
+export async function sideEffect(
+  effect: string,
+  input: unknown,
   options: SideEffectOptions = {},
-): Promise<R> {
-  return (await runSideEffect<R, I>(effect, input, options)).result;
+): Promise<unknown> {
+  return (await runSideEffect(effect, input, options)).result;
 }
 
 /** {@link sideEffect}, also telling whether this call applied, replayed or waited for a reconcile. */

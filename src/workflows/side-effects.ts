@@ -1,5 +1,13 @@
 import { fanInLimit } from '../syncx/index.js';
-import { runSideEffect, type SideEffectOptions, type SideEffectOutcome } from './side-effect.js';
+import {
+  type EffectInput,
+  type EffectName,
+  type EffectResult,
+  runSideEffect,
+  type SideEffectOptions,
+  type SideEffectOutcome,
+  type UntypedOnly,
+} from './side-effect.js';
 
 /** One call of a fan-out: which effect, its input, and its step. */
 export interface SideEffectCall<I = unknown> {
@@ -18,6 +26,11 @@ export interface SideEffectCall<I = unknown> {
   options?: SideEffectOptions;
 }
 
+/** One call of a typed fan-out over `E` (`typeof effects`): the name must be an effect of `E`, the input its input. */
+export type SideEffectCallFor<E> = {
+  [K in EffectName<E>]: SideEffectCall<EffectInput<E[K]>> & { effect: K };
+}[EffectName<E>];
+
 /**
  * Runs many guarded effects from one workflow, at most `limit` at a time,
  * results in call order, each settled on its own: one failure does not lose
@@ -25,16 +38,25 @@ export interface SideEffectCall<I = unknown> {
  * replay schedules the same activities in the same order.
  *
  * Each call needs its own step, because the key is `<workflowId>/<step>`: the
- * default `<effect>/<index>` is stable as long as the list is.
+ * default `<effect>/<index>` is stable as long as the list is. With `typeof effects`
+ * as its type argument, each call's effect name and input are checked at compile time.
  */
+export function sideEffects<E>(
+  calls: readonly SideEffectCallFor<E>[],
+  options: SideEffectOptions & { limit: number },
+): Promise<PromiseSettledResult<SideEffectOutcome<EffectResult<E[EffectName<E>]>>>[]>;
 export function sideEffects<R = unknown>(
+  calls: readonly SideEffectCall[] & UntypedOnly<R>,
+  options: SideEffectOptions & { limit: number },
+): Promise<PromiseSettledResult<SideEffectOutcome<R>>[]>;
+export function sideEffects(
   calls: readonly SideEffectCall[],
   options: SideEffectOptions & { limit: number },
-): Promise<PromiseSettledResult<SideEffectOutcome<R>>[]> {
+): Promise<PromiseSettledResult<SideEffectOutcome<unknown>>[]> {
   const { limit, ...shared } = options;
   return fanInLimit(calls.length, limit, (i) => {
     const call = calls[i]!;
-    return runSideEffect<R>(call.effect, call.input, {
+    return runSideEffect(call.effect, call.input, {
       ...shared,
       ...call.options,
       step: call.step ?? `${call.effect}/${i}`,
