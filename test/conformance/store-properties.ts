@@ -65,21 +65,26 @@ export function describeStoreProperties(
   numRuns: number,
 ): void {
   describe(`Store properties: ${name}`, () => {
-    it(`agrees with the model and keeps the invariants over ${numRuns} random sequences`, async () => {
-      const h = await factory();
-      let run = 0;
-      try {
-        await fc.assert(
-          fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40 }), async (ops) => {
-            run += 1;
-            await checkSequence(h, `p${run}-${Math.random().toString(36).slice(2, 8)}`, ops);
-          }),
-          { numRuns },
-        );
-      } finally {
-        await h.close();
-      }
-    });
+    it(
+      `agrees with the model and keeps the invariants over ${numRuns} random sequences`,
+      async () => {
+        const h = await factory();
+        let run = 0;
+        try {
+          await fc.assert(
+            fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40 }), async (ops) => {
+              run += 1;
+              await checkSequence(h, `p${run}-${Math.random().toString(36).slice(2, 8)}`, ops);
+            }),
+            { numRuns },
+          );
+        } finally {
+          await h.close();
+        }
+        // A sequence is up to 40 store calls: on a loaded machine, 1,000 of them outlast 60 s.
+      },
+      Math.max(60_000, numRuns * 150),
+    );
   });
 }
 
