@@ -1,5 +1,8 @@
 import type { Client } from '@temporalio/client';
 import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
+
+export { NotAppliedError } from '../core/errors.js';
+
 import { Runner } from '../core/runner.js';
 import { isTransactionalStore, type Store } from '../core/store.js';
 import { checkTtl } from '../core/validate.js';

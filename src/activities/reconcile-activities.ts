@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
-import type { Store } from '../core/store.js';
+import type { Store, SweepCoordination } from '../core/store.js';
 import type { KeyRecord, UncertainBacklog } from '../core/types.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import {
@@ -54,7 +54,7 @@ export function reconcileActivities({
   sweepLimit = 1000,
   restartAfterMs = 60 * 60 * 1000,
 }: {
-  store: Store;
+  store: Store & SweepCoordination;
   effects: Record<string, AnyEffect>;
   client: Client;
   taskQueue: string;

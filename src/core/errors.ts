@@ -7,10 +7,10 @@ export type SideEffectErrorCode =
   | 'LEASE_LOST'
   | 'INVALID_ACTION'
   | 'NO_STORE'
-  | 'OUTCOME_UNKNOWN'
+  | 'OUTCOME_UNCERTAIN'
   | 'NOT_UNCERTAIN'
   | 'STALE_VERDICT'
-  | 'UNKNOWN_OUTCOME'
+  | 'UNEXPECTED_STORE_ANSWER'
   | 'KEY_CONFLICT'
   | 'CONTENDED'
   | 'STORE_UNAVAILABLE'
@@ -21,6 +21,28 @@ export type SideEffectErrorCode =
   | 'NOT_APPLIED'
   | 'INVALID_SCHEMA'
   | 'PURGE_BELOW_FLOOR';
+
+/**
+ * Codes of 0.1 that a rename replaced, still matched by {@link hasCode} until 0.3:
+ * `OUTCOME_UNKNOWN` (now `OUTCOME_UNCERTAIN`) and `UNKNOWN_OUTCOME` (now
+ * `UNEXPECTED_STORE_ANSWER`), two errors whose codes differed only in word order.
+ */
+export type FormerErrorCode = 'OUTCOME_UNKNOWN' | 'UNKNOWN_OUTCOME';
+
+const FORMER_CODES: Record<FormerErrorCode, SideEffectErrorCode> = {
+  OUTCOME_UNKNOWN: 'OUTCOME_UNCERTAIN',
+  UNKNOWN_OUTCOME: 'UNEXPECTED_STORE_ANSWER',
+};
+
+/**
+ * Whether `error` is this library's error with `code`, a former name of its code included: match
+ * with it instead of `error.code === ...`, so a code renamed before 1.0 keeps matching for the
+ * window its CHANGELOG entry gives.
+ */
+export function hasCode(error: unknown, code: SideEffectErrorCode | FormerErrorCode): boolean {
+  if (!(error instanceof SideEffectError)) return false;
+  return error.code === code || error.code === FORMER_CODES[code as FormerErrorCode];
+}
 
 /** Base of every error this library throws on purpose. */
 export abstract class SideEffectError extends Error {
@@ -121,11 +143,11 @@ export class NoStoreError extends SideEffectError {
 /**
  * The last attempt may or may not have taken effect downstream: the key is `uncertain` and
  * blocked, because a blind retry is how a duplicate happens. Reconcile first. In Temporal the
- * same condition is the failure type `SideEffectOutcomeUncertain`. The `code` stays
- * `OUTCOME_UNKNOWN`: codes are matched by callers and never renamed.
+ * same condition is the failure type `SideEffectOutcomeUncertain`. Code `OUTCOME_UNCERTAIN`
+ * (`OUTCOME_UNKNOWN` in 0.1, still matched by {@link hasCode} until 0.3).
  */
 export class OutcomeUncertainError extends SideEffectError {
-  readonly code = 'OUTCOME_UNKNOWN';
+  readonly code = 'OUTCOME_UNCERTAIN';
   constructor(
     readonly key: string,
     readonly resource: string,
@@ -133,7 +155,7 @@ export class OutcomeUncertainError extends SideEffectError {
     options?: { cause?: unknown },
   ) {
     super(
-      `outcome of "${key}" on "${resource}" is unknown (${reason}): reconcile before retrying`,
+      `outcome of "${key}" on "${resource}" is uncertain (${reason}): reconcile before retrying`,
       options,
     );
   }
@@ -179,12 +201,13 @@ export class StaleVerdictError extends SideEffectError {
 
 /**
  * The store answered with something this version does not know (a newer schema's answer, a
- * custom Store's bug). Surfaced so nobody guesses a default. The `code` stays `UNKNOWN_OUTCOME`.
+ * custom Store's bug). Surfaced so nobody guesses a default. Code `UNEXPECTED_STORE_ANSWER`
+ * (`UNKNOWN_OUTCOME` in 0.1, still matched by {@link hasCode} until 0.3).
  */
 export class UnexpectedStoreAnswerError extends SideEffectError {
-  readonly code = 'UNKNOWN_OUTCOME';
+  readonly code = 'UNEXPECTED_STORE_ANSWER';
   constructor(readonly outcome: unknown) {
-    super(`store returned an unknown outcome: ${String(outcome)}`);
+    super(`store returned an answer this version does not know: ${String(outcome)}`);
   }
 }
 

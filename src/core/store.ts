@@ -117,7 +117,16 @@ export interface Store {
    * a done key purged while a caller may still retry it runs its effect again.
    */
   purge(options: { olderThanMs: number; force?: boolean }): Promise<number>;
+}
 
+/**
+ * How the worker's sweepers share one store, beside the {@link Store} contract and not part of
+ * it: a custom store leaves these out (every worker then sweeps, and every uncertain key is
+ * started again per sweep; harmless, as the start is use-existing), both bundled stores have
+ * them. Internal: their shape follows the sweeper's and may change in any release.
+ * @internal
+ */
+export interface SweepCoordination {
   /**
    * Optional, for one sweeper per store: claims up to `limit` uncertain keys, oldest first,
    * whose current episode has no ReconcileWorkflow started yet (or had one started more than

@@ -10,6 +10,7 @@ import { toCapacity, toCount } from './validate.js';
  * non-Error becomes a {@link PanicError} in its slot (and goes to the panic hook), a
  * synchronous throw counts like a rejection, and the returned promise never rejects.
  * `n <= 0` resolves to `[]`.
+ * @deprecated Use `settleAll(n, fn)`; removed in 0.3.
  */
 export function fanInErr<T>(
   n: number,
@@ -25,6 +26,7 @@ export function fanInErr<T>(
  * Why: a fan-out over dozens or thousands of items that each hit a database or remote API
  * must not open them all at once and overload the downstream. `limit <= 0` or `Infinity`
  * means unlimited.
+ * @deprecated Use `settleAll(n, fn, { concurrency: limit })`; removed in 0.3.
  */
 export function fanInLimit<T>(
   n: number,
@@ -45,6 +47,7 @@ export function fanInLimit<T>(
  * flight finish and keep their results. An already-aborted signal calls `fn` not once. A
  * call that rejects with the signal's own reason keeps it as is (cancellation is not a
  * panic, even when the reason is not an Error). Still resolves only when every slot settled.
+ * @deprecated Use `settleAll(n, (i, signal) => …, { concurrency: limit, signal })`; removed in 0.3.
  */
 export function fanInLimitCtx<T>(
   signal: AbortSignal,
@@ -53,6 +56,43 @@ export function fanInLimitCtx<T>(
   fn: (signal: AbortSignal, i: number) => T | PromiseLike<T>,
 ): Promise<PromiseSettledResult<T>[]> {
   return fanIn(toCount(n), toCapacity(limit, 'limit'), signal, (i) => fn(signal, i));
+}
+
+/** How {@link settleAll} runs its calls. */
+export interface SettleAllOptions {
+  /**
+   * At most this many calls in flight; that many workers pull the next index from a shared
+   * counter, so memory and pending promises stay O(concurrency) and a downstream is not
+   * opened thousands of times at once.
+   * @default Infinity (all at once)
+   */
+  concurrency?: number;
+  /**
+   * Stops starting calls when it aborts: slots not yet started settle rejected with its reason,
+   * calls in flight finish and keep their results. Each call gets it to cancel its own I/O.
+   * @default none
+   */
+  signal?: AbortSignal;
+}
+
+/**
+ * Calls `fn(0) … fn(n - 1)` and resolves, once every call has settled, to one
+ * `PromiseSettledResult` per index, in index order; never rejects.
+ *
+ * Why: `Promise.all` drops every result after the first failure, and hand-written "write
+ * results by index" fan-outs tend to lose panics. A thrown non-Error becomes a
+ * {@link PanicError} in its slot (and goes to {@link onPanic}'s hook), a synchronous throw counts
+ * like a rejection, and a rejection with the signal's own reason is kept as is. `n <= 0`
+ * resolves to `[]`; `concurrency <= 0` means unlimited. Promises only, no timers: deterministic
+ * inside a Temporal workflow.
+ */
+export function settleAll<T>(
+  n: number,
+  fn: (i: number, signal: AbortSignal | undefined) => T | PromiseLike<T>,
+  options: SettleAllOptions = {},
+): Promise<PromiseSettledResult<T>[]> {
+  const { concurrency = Number.POSITIVE_INFINITY, signal } = options;
+  return fanIn(toCount(n), toCapacity(concurrency, 'concurrency'), signal, (i) => fn(i, signal));
 }
 
 async function fanIn<T>(

@@ -32,11 +32,17 @@ let handler: PanicHandler = logPanic;
  * for the caller, and the hook gets it to whoever watches for bugs (logs, metrics), so it is
  * never swallowed by a caller that only counts failures.
  */
-export function setPanicHandler(next: PanicHandler | undefined): PanicHandler {
+export function onPanic(next: PanicHandler | undefined): PanicHandler {
   const previous = handler;
   handler = next ?? logPanic;
   return previous;
 }
+
+/**
+ * The 0.1 name of {@link onPanic}.
+ * @deprecated Use `onPanic`; removed in 0.3.
+ */
+export const setPanicHandler: (next: PanicHandler | undefined) => PanicHandler = onPanic;
 
 /** Passes `Error`s through and wraps and reports anything else. */
 export function capturePanic(thrown: unknown): unknown {

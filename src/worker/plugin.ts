@@ -81,6 +81,10 @@ interface Setup {
  * Your own `workflowsPath` must re-export the library's workflows
  * (`export { ReconcileWorkflow } from 'sideeffect/workflows'`), because a task
  * queue runs one bundle. Use one plugin instance per Worker.
+ *
+ * Built on the SDK's `WorkerPlugin` interface, which the SDK marks experimental: a minor SDK
+ * release may change it, so keep the SDK within the versions this library is tested with (1.14.2,
+ * 1.23.0 and 1.24.0; the README's compatibility table). `createWorker` builds on it too.
  */
 export class SideEffectPlugin implements WorkerPlugin {
   readonly name = 'sideeffect';

@@ -1,6 +1,6 @@
 import { Runtime } from '@temporalio/worker';
 import type { SideEffectActivities } from '../activities/index.js';
-import type { Store } from '../core/store.js';
+import type { Store, SweepCoordination } from '../core/store.js';
 import { libraryActivityNames } from '../protocol/wire.js';
 import { publishBacklog } from './backlog-gauges.js';
 
@@ -10,19 +10,19 @@ const JITTER = 0.2;
 /**
  * Runs sweepAndReconcile about every `everyMs` (±20 %, so workers started together do not
  * sweep in lockstep), one at a time, and only while this sweeper leads the store
- * (`Store.leadSweep`: a Postgres advisory lock, or the first in-process sweeper of a
+ * (`SweepCoordination.leadSweep`: a Postgres advisory lock, or the first in-process sweeper of a
  * MemoryStore). Every worker runs one; one of them sweeps. A failed sweep is logged and
  * retried at the next tick.
  */
 export class Sweeper {
-  readonly #store: Store;
+  readonly #store: Store & SweepCoordination;
   readonly #activities: SideEffectActivities;
   readonly #everyMs: number;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #running: Promise<void> | undefined;
   #stopped = false;
 
-  constructor(store: Store, activities: SideEffectActivities, everyMs: number) {
+  constructor(store: Store & SweepCoordination, activities: SideEffectActivities, everyMs: number) {
     this.#store = store;
     this.#activities = activities;
     this.#everyMs = everyMs;

@@ -12,6 +12,7 @@ import {
   StaleVerdictError,
   type Store,
 } from '../../src/core/index.js';
+import type { SweepCoordination } from '../../src/core/store.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import { bytes, text } from '../support/bytes.js';
 
@@ -21,7 +22,8 @@ import { bytes, text } from '../support/bytes.js';
  * clock function in a test schema), so lease expiry is tested without sleeping.
  */
 export interface StoreHarness {
-  store: Store;
+  /** With the sweepers' internal coordination, which both bundled stores have. */
+  store: Store & SweepCoordination;
   advance(ms: number): Promise<void>;
   close(): Promise<void>;
 }
@@ -34,7 +36,7 @@ const TTL = 10_000;
 export function describeStoreConformance(name: string, factory: StoreFactory): void {
   describe(`Store conformance: ${name}`, () => {
     let h: StoreHarness;
-    let store: Store;
+    let store: Store & SweepCoordination;
     let seq = 0;
     beforeEach(async () => {
       h = await factory();

@@ -4,10 +4,12 @@ import {
   fanInErr,
   fanInLimit,
   fanInLimitCtx,
+  onPanic,
   PanicError,
   type PanicHandler,
   SyncxError,
   setPanicHandler,
+  settleAll,
 } from '../../src/syncx/index.js';
 import { type Deferred, deferred, flush, track } from './helpers.js';
 
@@ -45,6 +47,9 @@ const variants = {
   fanInLimit: <T>(n: number, fn: (i: number) => T | PromiseLike<T>) => fanInLimit(n, 3, fn),
   fanInLimitCtx: <T>(n: number, fn: (i: number) => T | PromiseLike<T>) =>
     fanInLimitCtx(new AbortController().signal, n, 3, (_signal, i) => fn(i)),
+  settleAll: <T>(n: number, fn: (i: number) => T | PromiseLike<T>) => settleAll(n, fn),
+  'settleAll with concurrency and signal': <T>(n: number, fn: (i: number) => T | PromiseLike<T>) =>
+    settleAll(n, (i) => fn(i), { concurrency: 3, signal: new AbortController().signal }),
 };
 
 describe.each(Object.entries(variants))('%s slot semantics', (_, fanIn) => {
@@ -364,5 +369,64 @@ describe('panic handler', () => {
     const error = new PanicError(odd);
     expect(error.value).toBe(odd);
     expect(error.message).toContain('[object Object]');
+  });
+});
+
+describe('settleAll, the 0.2 name of the fan-ins', () => {
+  it('runs at most `concurrency` calls at once, and all at once without it', async () => {
+    let running = 0;
+    let peak = 0;
+    const fn = async (i: number) => {
+      running++;
+      peak = Math.max(peak, running);
+      for (let k = 0; k <= (i * 7) % 5; k++) await Promise.resolve();
+      running--;
+      return i;
+    };
+    await settleAll(10, fn, { concurrency: 3 });
+    expect(peak).toBe(3);
+    peak = 0;
+    await settleAll(10, fn);
+    expect(peak).toBe(10);
+  });
+
+  it('rejects a concurrency that is not an integer with INVALID_CAPACITY', () => {
+    expect(() => settleAll(3, () => 0, { concurrency: 2.5 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_CAPACITY' }),
+    );
+  });
+
+  it('passes the index and the signal; after an abort, unstarted slots get its reason', async () => {
+    const controller = new AbortController();
+    const seen: Array<[number, AbortSignal | undefined]> = [];
+    const result = await settleAll(
+      4,
+      async (i, signal) => {
+        seen.push([i, signal]);
+        if (i === 1) controller.abort('stop');
+        return i;
+      },
+      { concurrency: 1, signal: controller.signal },
+    );
+    expect(seen).toEqual([
+      [0, controller.signal],
+      [1, controller.signal],
+    ]);
+    expect(result).toEqual([
+      { status: 'fulfilled', value: 0 },
+      { status: 'fulfilled', value: 1 },
+      { status: 'rejected', reason: 'stop' },
+      { status: 'rejected', reason: 'stop' },
+    ]);
+  });
+
+  it('onPanic installs the hook setPanicHandler installed, and hands back the previous one', async () => {
+    const seen: PanicError[] = [];
+    const before = onPanic((error) => seen.push(error));
+    await settleAll(1, () => {
+      throw 'bare';
+    });
+    expect(seen.map((error) => error.value)).toEqual(['bare']);
+    expect(setPanicHandler(before)).not.toBe(before);
   });
 });

@@ -1,0 +1,35 @@
+/**
+ * One word for one state, one code for one error: the two codes of 0.1 that differed only in word
+ * order are now OUTCOME_UNCERTAIN and UNEXPECTED_STORE_ANSWER, and `hasCode` still matches a
+ * caller's old spelling until 0.3 (CHANGELOG), never the other error's.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  hasCode,
+  NotAppliedError,
+  OutcomeUncertainError,
+  UnexpectedStoreAnswerError,
+} from '../../src/index.js';
+
+describe('error codes', () => {
+  const uncertain = new OutcomeUncertainError('k', 'r', 'lost response');
+  const unexpected = new UnexpectedStoreAnswerError('maybe');
+
+  it('an uncertain outcome is called uncertain in its code and message', () => {
+    expect(uncertain.code).toBe('OUTCOME_UNCERTAIN');
+    expect(uncertain.message).toContain('is uncertain');
+    expect(unexpected.code).toBe('UNEXPECTED_STORE_ANSWER');
+  });
+
+  it('hasCode matches the current code and its 0.1 spelling, not the other error’s', () => {
+    expect(hasCode(uncertain, 'OUTCOME_UNCERTAIN')).toBe(true);
+    expect(hasCode(uncertain, 'OUTCOME_UNKNOWN')).toBe(true);
+    expect(hasCode(uncertain, 'UNKNOWN_OUTCOME')).toBe(false);
+    expect(hasCode(unexpected, 'UNEXPECTED_STORE_ANSWER')).toBe(true);
+    expect(hasCode(unexpected, 'UNKNOWN_OUTCOME')).toBe(true);
+    expect(hasCode(unexpected, 'OUTCOME_UNKNOWN')).toBe(false);
+    expect(hasCode(new NotAppliedError('declined'), 'NOT_APPLIED')).toBe(true);
+    expect(hasCode(new Error('plain'), 'OUTCOME_UNKNOWN')).toBe(false);
+    expect(hasCode({ code: 'OUTCOME_UNCERTAIN' }, 'OUTCOME_UNCERTAIN')).toBe(false);
+  });
+});
