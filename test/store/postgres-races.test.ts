@@ -148,4 +148,40 @@ describe.each([
     const { rows } = await h.db.pool.query('select note from ledger where key = $1', [a.key]);
     expect(rows.map((r) => r.note)).toEqual(['first']);
   });
+  it('a second transactional caller of one key waits for the first commit and replays: the work runs once, even when it would fail on the first commit', async () => {
+    await used('acct-u');
+    await h.db.pool.query('create table ledger_once (key text primary key)');
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding!: () => void;
+    const firstHolds = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    const a = { key: 'tx-once', resource: 'acct-u' };
+    let runs = 0;
+    const work =
+      (wait: boolean) =>
+      async ({ tx }: { tx: pg.PoolClient }) => {
+        runs += 1;
+        // The effect's own table refuses a second row for the key, as a ledger's unique key does.
+        await tx.query('insert into ledger_once (key) values ($1)', [a.key]);
+        if (wait) {
+          holding();
+          await gate;
+        }
+        return { payload: bytes(wait ? 'first' : 'second') };
+      };
+    const first = runner.executeInTransaction<pg.PoolClient>(a, work(true));
+    await firstHolds;
+    const second = runner.executeInTransaction<pg.PoolClient>(a, work(false));
+    await someoneWaits();
+    release();
+    const [one, two] = await Promise.all([first, second]);
+    expect(one.outcome).toBe('applied');
+    expect(two.outcome).toBe('replayed');
+    if (two.outcome === 'replayed') expect(text(two.result.payload)).toBe('first');
+    expect(runs).toBe(1);
+  });
 });

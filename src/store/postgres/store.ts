@@ -175,17 +175,19 @@ const SQL = {
     select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
   // The transactional grant of a key never seen, on a resource nobody holds: the resource row
   // locked and its fence raised by one UPDATE, no function call. tx_acquire(), in a CASE evaluated
-  // only when that UPDATE matched nothing, judges every other case. A transaction of the same key
-  // that committed while this one waited for the row lock is not seen by this statement; the
-  // commit's insert then finds its key (see txComplete).
+  // only when that UPDATE matched nothing, judges every other case. The key is looked for with
+  // the statement's snapshot, taken before the row lock was ours: `o_seen` is the fence that
+  // snapshot saw, so a row that moved while this statement waited (o_fence is not o_seen + 1) is
+  // judged again by txRecheck, which reads the key afresh.
   txAcquire: (s: string) => `with granted as (
       update ${s}.resources set fence = fence + 1
        where resource = $2 and holder is null and not exists (select from ${s}.keys where key = $1)
-      returning fence
+      returning fence, (select fence from ${s}.resources where resource = $2) as seen
     )
-    select g.fence as o_fence,
+    select g.fence as o_fence, g.seen as o_seen,
       case when g.fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged
     from (select) as one left join granted as g on true`,
+  txRecheck: (s: string) => `select * from ${s}.tx_recheck($1, $2, $3, $4)`,
   // The transactional effect's key, written once as done in the caller's transaction (the resource
   // row is still locked by txAcquire), its one transition recorded on the row. No row back: a key of
   // that name was committed meanwhile (on this resource while txAcquire waited for its lock, or on
@@ -480,12 +482,23 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       await query('begin isolation level read committed');
       open = true;
       const digest = transactionalDigest(a.payload);
-      const granted = await query<{ o_fence: string | null; o_judged: AcquireJson | null }>(
-        this.#sql.txAcquire,
-        [a.key, a.resource, digest],
-      );
-      const { o_fence, o_judged } = granted.rows[0]!;
-      const judged = o_judged && fromJson(o_judged);
+      const granted = await query<{
+        o_fence: string | null;
+        o_seen: string | null;
+        o_judged: AcquireJson | null;
+      }>(this.#sql.txAcquire, [a.key, a.resource, digest]);
+      const { o_fence, o_seen, o_judged } = granted.rows[0]!;
+      let judged = o_judged && fromJson(o_judged);
+      if (o_fence !== null && int(o_fence) !== int(o_seen) + 1) {
+        // The row moved while the grant waited for it: the key may have been committed meanwhile.
+        const rechecked = await query<AcquireRow>(this.#sql.txRecheck, [
+          a.key,
+          a.resource,
+          digest,
+          o_fence,
+        ]);
+        judged = rechecked.rows[0]!;
+      }
       if (judged && judged.o_outcome !== 'applied') {
         // No other answer keeps a write; the transaction ends before a conflict's binding is
         // looked up on another connection.
@@ -528,6 +541,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       } catch (error) {
         // Before commit nothing is visible to anyone: rolled back, the effect did not happen.
         await rollBack();
+        // Unless the key was committed meanwhile by another caller (on another resource, so no
+        // lock told this one): then its failure was that commit's work seen, and the caller is
+        // owed the key's answer (a replay, a conflict), not `failed`.
+        if (!broken && (await this.#keyExists(a.key))) return LOST_RACE;
         return { outcome: 'failed', error };
       }
       const committed = await commit();
@@ -547,6 +564,12 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       // A connection left inside a transaction (an unexpected throw) must not go back to the pool.
       session.release(broken || open);
     }
+  }
+
+  /** Whether a key of this name is recorded; a store that cannot answer says no. */
+  async #keyExists(key: Key): Promise<boolean> {
+    const rows = await this.#rows('binding', [key]).catch(() => []);
+    return rows.length > 0;
   }
 
   /** Turns acquire's row into an Acquisition; a conflict says whether it is the other execution mode. */
