@@ -20,7 +20,8 @@ export type SideEffectErrorCode =
   | 'NOT_TRANSACTIONAL'
   | 'NOT_APPLIED'
   | 'INVALID_SCHEMA'
-  | 'PURGE_BELOW_FLOOR';
+  | 'PURGE_BELOW_FLOOR'
+  | 'TRANSACTION_ENDED';
 
 /**
  * Codes of 0.1 that a rename replaced, still matched by {@link hasCode} until 0.3:
@@ -283,6 +284,26 @@ export class NotTransactionalError extends SideEffectError {
   readonly code = 'NOT_TRANSACTIONAL';
   constructor(what = 'this store') {
     super(`${what} cannot run transactional effects: use PgStore`);
+  }
+}
+
+/**
+ * A transactional effect's work committed, rolled back or otherwise ended the store's
+ * transaction. Its statements could then commit without the key (and run again on the next
+ * try), or the key could be recorded for work that was rolled back; so the store refuses it:
+ * nothing is recorded, an early COMMIT is made to fail and roll back. The work must run its
+ * statements on the transaction it is given and leave ending it to the store.
+ */
+export class TransactionEndedError extends SideEffectError {
+  readonly code = 'TRANSACTION_ENDED';
+  constructor(
+    readonly key: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `transactional effect "${key}" ended the store's transaction itself (COMMIT, ROLLBACK): refused, nothing recorded`,
+      options,
+    );
   }
 }
 

@@ -14,6 +14,7 @@ import {
   type Result,
   Runner,
   type TransactionContext,
+  TransactionEndedError,
 } from '../../src/core/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { bytes, text } from '../support/bytes.js';
@@ -250,6 +251,81 @@ describe('PgStore transactional effects', () => {
     expect(await h.store.inspect(a.key)).toBeUndefined();
     expect((await runner.executeInTransaction(a, insert(a.key, 'retry'))).outcome).toBe('applied');
     expect((await ledger(a.key)).map((r) => r.note)).toEqual(['retry']);
+  });
+
+  it('work that commits the store transaction itself: the COMMIT fails and rolls back, refused with TRANSACTION_ENDED, nothing kept', async () => {
+    const a = action();
+    let committed: unknown;
+    const early = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await context.tx.query('begin'); // only a warning inside a transaction
+      await insert(a.key)(context);
+      committed = await context.tx.query('commit').then(
+        () => 'committed',
+        (error: unknown) => error,
+      );
+      return { payload: bytes('claimed success') };
+    });
+    expect(committed).toMatchObject({ code: 'SE021' });
+    expect(early.outcome).toBe('failed');
+    if (early.outcome === 'failed') {
+      expect(early.error).toBeInstanceOf(TransactionEndedError);
+      expect(early.error).toMatchObject({ code: 'TRANSACTION_ENDED', key: a.key });
+    }
+    expect(await ledger(a.key)).toEqual([]);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
+    // A process that dies right after such a COMMIT leaves nothing either: the retry applies once.
+    const retried = await runner.executeInTransaction(a, insert(a.key, 'retry'));
+    expect(retried.outcome).toBe('applied');
+    expect((await ledger(a.key)).map((r) => r.note)).toEqual(['retry']);
+  });
+
+  it('a COMMIT error thrown out of the work is refused as TRANSACTION_ENDED too', async () => {
+    const a = action();
+    const thrown = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await insert(a.key)(context);
+      await context.tx.query('commit');
+      return { payload: bytes('unreachable') };
+    });
+    expect(thrown.outcome).toBe('failed');
+    if (thrown.outcome === 'failed')
+      expect(thrown.error).toMatchObject({ code: 'TRANSACTION_ENDED' });
+    expect(await ledger(a.key)).toEqual([]);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
+  });
+
+  it('work that rolls the store transaction back (and opens another) is refused: the key is never recorded done', async () => {
+    const a = action();
+    const rolled = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await context.tx.query('rollback');
+      await context.tx.query('begin');
+      await insert(a.key)(context);
+      return { payload: bytes('claimed success') };
+    });
+    expect(rolled.outcome).toBe('failed');
+    if (rolled.outcome === 'failed') expect(rolled.error).toBeInstanceOf(TransactionEndedError);
+    expect(await ledger(a.key)).toEqual([]);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
+
+    // Rolled back and nothing reopened: what it wrote after committed on its own (its fault),
+    // but the key is not recorded done for it, and the next grant gets a fence never used.
+    const b = action();
+    const before = await h.db.pool.query('select fence from resources where resource = $1', [
+      b.resource,
+    ]);
+    expect(before.rows).toEqual([]);
+    const alone = await runner.executeInTransaction<pg.PoolClient>(b, async (context) => {
+      await context.tx.query('rollback');
+      await insert(b.key, 'autocommitted')(context);
+      return { payload: bytes('claimed success') };
+    });
+    expect(alone.outcome).toBe('failed');
+    if (alone.outcome === 'failed')
+      expect(alone.error).toMatchObject({ code: 'TRANSACTION_ENDED' });
+    expect(await h.store.inspect(b.key)).toBeUndefined();
+    const retried = await runner.executeInTransaction(b, insert(b.key, 'retry'));
+    if (retried.outcome !== 'applied') throw new Error(retried.outcome);
+    const fences = (await ledger(b.key)).map((r) => Number(r.fence));
+    expect(new Set(fences).size).toBe(fences.length);
   });
 
   it('kill -9 of the process between the insert and the commit: nothing persists, the retry applies once', async () => {

@@ -7,6 +7,7 @@ import {
   OutcomeUncertainError,
   StaleVerdictError,
   StoreUnavailableError,
+  TransactionEndedError,
   UnexpectedStoreAnswerError,
 } from '../../core/errors.js';
 import { maskConnectionString } from '../../core/mask.js';
@@ -185,19 +186,33 @@ const SQL = {
       returning fence, (select fence from ${s}.resources where resource = $2) as seen
     )
     select g.fence as o_fence, g.seen as o_seen,
-      case when g.fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged
+      case when g.fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged,
+      pg_catalog.txid_current() as o_xid,
+      pg_catalog.set_config('sideeffect.transactional_key', $1, true) is not null as o_marked
     from (select) as one left join granted as g on true`,
   txRecheck: (s: string) => `select * from ${s}.tx_recheck($1, $2, $3, $4)`,
   // The transactional effect's key, written once as done in the caller's transaction (the resource
-  // row is still locked by txAcquire), its one transition recorded on the row. No row back: a key of
-  // that name was committed meanwhile (on this resource while txAcquire waited for its lock, or on
-  // another), so this attempt is rolled back and asked again.
-  txComplete: (s: string) => `with clock as (select ${s}.store_now() as at)
-    insert into ${s}.keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
-                           granted_at, granted_state, granted_fence)
-    select $1, $2, $3, 'done', $4, $5, $6, at, at, 'done', $4 from clock
-    on conflict (key) do nothing
-    returning ${s}.epoch_ms(updated_at) as o_at_ms`,
+  // row is still locked by txAcquire), its one transition recorded on the row. Written only while
+  // this is still the grant's transaction ($7, its id): work that ended it (COMMIT, ROLLBACK) gets
+  // o_same false and nothing written. No o_at_ms with o_same: a key of that name was committed
+  // meanwhile (on another resource), so this attempt is rolled back and asked again.
+  txComplete: (s: string) => `with same as (select pg_catalog.txid_current() = $7::bigint as ok),
+    clock as (select ${s}.store_now() as at),
+    created as (
+      insert into ${s}.keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
+                             granted_at, granted_state, granted_fence)
+      select $1, $2, $3, 'done', $4, $5, $6, at, at, 'done', $4 from clock, same where same.ok
+      on conflict (key) do nothing
+      returning ${s}.epoch_ms(updated_at) as at_ms
+    )
+    select same.ok as o_same, c.at_ms as o_at_ms from same left join created as c on true`,
+  // After work that rolled the grant back: its fence may have been used by what the work wrote
+  // after the ROLLBACK (committed on its own), so the resource moves past it unless someone holds
+  // it or has moved it already.
+  txBurnFence: (s: string) => `insert into ${s}.resources as r (resource, fence)
+    values ($1::text, $2::bigint)
+    on conflict (resource) do update set fence = excluded.fence
+     where r.holder is null and r.fence < excluded.fence`,
   binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
   uncertainBacklog: (s: string) => uncertainBacklog(s),
   // The logged events, with the two recorded on the key row in their place: its first grant (or
@@ -486,8 +501,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         o_fence: string | null;
         o_seen: string | null;
         o_judged: AcquireJson | null;
+        o_xid: string;
       }>(this.#sql.txAcquire, [a.key, a.resource, digest]);
-      const { o_fence, o_seen, o_judged } = granted.rows[0]!;
+      const { o_fence, o_seen, o_judged, o_xid } = granted.rows[0]!;
       let judged = o_judged && fromJson(o_judged);
       if (o_fence !== null && int(o_fence) !== int(o_seen) + 1) {
         // The row moved while the grant waited for it: the key may have been committed meanwhile.
@@ -524,23 +540,27 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           signal: options.signal ?? new AbortController().signal,
         });
         payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
-        const completed = await query<{ o_at_ms: string }>(this.#sql.txComplete, [
-          a.key,
-          a.resource,
-          digest,
-          fence,
-          a.retrySafety,
-          asBuffer(payload),
-        ]);
-        const written = completed.rows[0];
-        if (!written) {
+        const completed = await query<{ o_same: boolean; o_at_ms: string | null }>(
+          this.#sql.txComplete,
+          [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload), o_xid],
+        );
+        const { o_same, o_at_ms } = completed.rows[0]!;
+        if (!o_same) {
+          await rollBack();
+          await this.#rows('txBurnFence', [a.resource, fence]).catch(() => {});
+          return { outcome: 'failed', error: new TransactionEndedError(a.key) };
+        }
+        if (o_at_ms === null) {
           await rollBack();
           return LOST_RACE;
         }
-        completedAt = int(written.o_at_ms);
+        completedAt = int(o_at_ms);
       } catch (error) {
         // Before commit nothing is visible to anyone: rolled back, the effect did not happen.
         await rollBack();
+        if (isCommitRefused(error)) {
+          return { outcome: 'failed', error: new TransactionEndedError(a.key, { cause: error }) };
+        }
         // Unless the key was committed meanwhile by another caller (on another resource, so no
         // lock told this one): then its failure was that commit's work seen, and the caller is
         // owed the key's answer (a replay, a conflict), not `failed`.
@@ -834,4 +854,9 @@ function toRecord(row: KeyRow): KeyRecord {
 /** Postgres refused a row because its key exists: a race the store answers by asking again. */
 function lostRace(error: unknown): boolean {
   return error instanceof StoreUnavailableError && isUniqueViolation(error.cause);
+}
+
+/** The commit check of migration 0007 (SQLSTATE SE021): the work tried to commit the store's transaction. */
+function isCommitRefused(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === 'SE021';
 }

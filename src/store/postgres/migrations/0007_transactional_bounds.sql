@@ -44,3 +44,37 @@ begin
   end if;
 end
 $$;
+
+-- A transactional effect's work must not end the store's transaction: a COMMIT inside it would
+-- commit the work and the raised fence without the key (the next try runs the work again). Every
+-- transactional grant raises its resource's fence with no holder, which no other path does; this
+-- trigger, deferred to the commit, then checks that the key the grant named (PgStore sets
+-- `sideeffect.transactional_key` in the grant statement) is recorded at that fence, and fails the
+-- commit otherwise: the early COMMIT rolls everything back instead. A grant that named no key (a
+-- statement of someone else's) is not judged.
+create function tx_commit_check() returns trigger
+  language plpgsql
+  set search_path from current
+as $$
+declare
+  v_key text := nullif(current_setting('sideeffect.transactional_key', true), '');
+begin
+  if v_key is not null then
+    perform from keys where key = v_key and resource = new.resource and fence = new.fence;
+    if not found then
+      raise exception using
+        errcode = 'SE021',
+        message = format('sideeffect: the transaction of transactional key %s ended before the key was recorded', v_key),
+        hint = 'Run the effect''s statements on the transaction it is given; never COMMIT or ROLLBACK it.';
+    end if;
+  end if;
+  return null;
+end
+$$;
+
+create constraint trigger tx_commits_its_key
+  after update of fence on resources
+  deferrable initially deferred
+  for each row
+  when (new.holder is null and new.fence > old.fence)
+  execute function tx_commit_check();
