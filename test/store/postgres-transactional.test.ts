@@ -17,6 +17,7 @@ import {
   TransactionEndedError,
 } from '../../src/core/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
+import { PgStore } from '../../src/store/postgres/index.js';
 import { bytes, text } from '../support/bytes.js';
 import { type PgHarness, pgHarness, sidePool } from './pg-support/harness.js';
 
@@ -327,6 +328,61 @@ describe('PgStore transactional effects', () => {
     const fences = (await ledger(b.key)).map((r) => Number(r.fence));
     expect(new Set(fences).size).toBe(fences.length);
   });
+
+  it('a frozen transactional holder: other callers answer contended instead of waiting, and the database ends it after its TTL', async () => {
+    const a = action();
+    const frozenTtl = 6_000;
+    const short = new Runner(h.store, { ttlMs: frozenTtl });
+    // The callers' store gives up on a held row sooner than the default, to keep the test short.
+    const callers = new PgStore({ pool: h.db.pool, schema: h.db.schema, lockWaitMs: 200 });
+    const callerRunner = new Runner(callers, { ttlMs: TTL });
+    let inserted!: () => void;
+    const insertedOnce = new Promise<void>((resolve) => {
+      inserted = resolve;
+    });
+    let thaw!: () => void;
+    const thawed = new Promise<void>((resolve) => {
+      thaw = resolve;
+    });
+    // Frozen after its insert, like a SIGSTOPped or partitioned process: its transaction idles.
+    const holder = short
+      .executeInTransaction<pg.PoolClient>(a, async (context) => {
+        await insert(a.key)(context);
+        inserted();
+        await thawed;
+        return { payload: bytes('late') };
+      })
+      .catch((error: unknown) => ({ outcome: 'threw', error }));
+    try {
+      await insertedOnce;
+      const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+      /** The answer, or 'still waiting' if it did not come while the holder stays frozen. */
+      const within = <T>(answer: Promise<T>) =>
+        Promise.race([answer, sleep(frozenTtl / 2).then(() => 'still waiting' as const)]);
+
+      const plain = await within(
+        callers.acquire({ key: `${a.key}-plain`, resource: a.resource }, TTL),
+      );
+      expect(plain).toEqual({ outcome: 'contended', retryAfterMs: 200 });
+      const other = { key: `${a.key}-tx`, resource: a.resource };
+      const tx = await within(callerRunner.executeInTransaction(other, insert(other.key)));
+      expect(tx).toEqual({ outcome: 'contended', retryAfterMs: 200 });
+
+      // Postgres ends the idle holder once its TTL has passed: the resource is granted again.
+      let next: Awaited<ReturnType<typeof runner.executeInTransaction>> | undefined;
+      for (let i = 0; i < 150 && next?.outcome !== 'applied'; i++) {
+        if (i > 0) await sleep(200);
+        next = await callerRunner.executeInTransaction(other, insert(other.key));
+      }
+      expect(next?.outcome).toBe('applied');
+      expect(await ledger(other.key)).toHaveLength(1);
+    } finally {
+      thaw();
+    }
+    expect((await holder).outcome).not.toBe('applied');
+    expect(await ledger(a.key)).toEqual([]);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
+  }, 60_000);
 
   it('kill -9 of the process between the insert and the commit: nothing persists, the retry applies once', async () => {
     const a = action();

@@ -61,7 +61,8 @@ export async function checkoutFor(pool: pg.Pool, operation: string): Promise<Ses
  * query itself. The connection's error listener is attached in the checkout's own callback, as in
  * {@link checkout}. A failure is StoreUnavailableError with the cause, and the connection is
  * discarded, except after a unique violation (`23505`, a race the caller answers by asking
- * again): that leaves the connection as fit as it was.
+ * again) or a lock wait given up (`55P03`, answered as contended): those leave the connection as
+ * fit as it was.
  */
 export function runStatement<R extends pg.QueryResultRow>(
   pool: pg.Pool,
@@ -78,7 +79,9 @@ export function runStatement<R extends pg.QueryResultRow>(
       }
       const session = sessionOf(client, done);
       const finish = (failure: unknown, rows?: R[]): void => {
-        session.release(Boolean(failure) && !isUniqueViolation(failure));
+        session.release(
+          Boolean(failure) && !isUniqueViolation(failure) && !isLockNotAvailable(failure),
+        );
         if (failure) reject(new StoreUnavailableError(operation, failure));
         else resolve(rows!);
       };
@@ -88,6 +91,11 @@ export function runStatement<R extends pg.QueryResultRow>(
       );
     });
   });
+}
+
+/** A statement stopped waiting for a lock at its `lock_timeout` (SQLSTATE 55P03); the connection is fine. */
+export function isLockNotAvailable(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === '55P03';
 }
 
 /** Postgres refused a row because its key exists (SQLSTATE 23505). */

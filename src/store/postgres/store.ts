@@ -41,7 +41,13 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { checkoutFor, isUniqueViolation, runStatement, type Session } from './session.js';
+import {
+  checkoutFor,
+  isLockNotAvailable,
+  isUniqueViolation,
+  runStatement,
+  type Session,
+} from './session.js';
 import {
   asBuffer,
   DEFAULT_SCHEMA,
@@ -78,6 +84,14 @@ export interface PgStoreOptions extends PoolOptions {
    * @default 0.25
    */
   purgeDutyCycle?: number;
+  /**
+   * The longest an acquire (plain or transactional) waits for a resource row that another
+   * transaction holds locked before it answers `contended` with this as its retry delay. A
+   * transactional holder keeps its resource's row locked until it commits; without this bound
+   * every caller of that resource would wait out a stalled holder, each on a pool connection.
+   * @default 1_000
+   */
+  lockWaitMs?: number;
 }
 
 /** First half of the sweep leader's advisory lock key (migrate() uses 0x5e1d); the second half is the schema's hash. */
@@ -112,13 +126,15 @@ const SQL = {
   // `state` is judged outside the WHERE on purpose: with `state = 'done'` in it, a connection whose
   // cached generic plan was made while the table was nearly empty scanned the state index, every
   // done key, on each replay.
+  // The lock wait bound ($7, see lockWaitMs) is set only where a lock may be waited for: in the
+  // CASE, before acquire_fresh() (Postgres evaluates AND from the left), for this statement alone.
   acquire: (s: string) => `select h.result as o_result,
-      case when h.done is not true then pg_catalog.to_jsonb(${s}.acquire_fresh($1, $2, $3, $4, $5, $6)) end as o_fresh
+      case when h.done is not true
+                and pg_catalog.set_config('lock_timeout', $7, true) is not null
+           then pg_catalog.to_jsonb(${s}.acquire_fresh($1, $2, $3, $4, $5, $6)) end as o_fresh
     from (select) as one
     left join (select state = 'done' as done, result from ${s}.keys
                where key = $1 and resource = $2 and digest = $3) as h on true`,
-  // After acquire_fresh() lost a race (its key committed meanwhile on another resource).
-  acquireUnderLocks: (s: string) => `select * from ${s}.acquire($1, $2, $3, $4, $5, $6)`,
   renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
   // The holder's complete in one statement, no function call: release the resource and move the
   // key to done, recording on the row the state it was completed from (the completion's event, see
@@ -188,7 +204,8 @@ const SQL = {
     select g.fence as o_fence, g.seen as o_seen,
       case when g.fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged,
       pg_catalog.txid_current() as o_xid,
-      pg_catalog.set_config('sideeffect.transactional_key', $1, true) is not null as o_marked
+      pg_catalog.set_config('sideeffect.transactional_key', $1, true) is not null as o_marked,
+      pg_catalog.set_config('lock_timeout', $4, true) is not null as o_restored
     from (select) as one left join granted as g on true`,
   txRecheck: (s: string) => `select * from ${s}.tx_recheck($1, $2, $3, $4)`,
   // The transactional effect's key, written once as done in the caller's transaction (the resource
@@ -317,6 +334,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #purgeBatch: number;
   /** Rest after a purge batch, per millisecond the batch took. */
   readonly #purgeRest: number;
+  readonly #lockWaitMs: number;
+  /** lockWaitMs as the value of Postgres's `lock_timeout`. */
+  readonly #lockTimeout: string;
 
   constructor(options: PgStoreOptions = {}) {
     const batch = options.purgeBatchSize ?? 5_000;
@@ -329,6 +349,12 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       throw new InvalidActionError('purgeDutyCycle', `must be in (0, 1], got ${String(duty)}`);
     }
     this.#purgeRest = (1 - duty) / duty;
+    const lockWaitMs = options.lockWaitMs ?? 1_000;
+    if (!Number.isSafeInteger(lockWaitMs) || lockWaitMs < 1 || lockWaitMs > 2 ** 31 - 1) {
+      throw new InvalidActionError('lockWaitMs', `must be a positive integer, got ${lockWaitMs}`);
+    }
+    this.#lockWaitMs = lockWaitMs;
+    this.#lockTimeout = `${lockWaitMs}ms`;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     this.#transactionPooling = options.transactionPooling === true;
     this.#sql = statements(this.#schema, SQL, {
@@ -423,15 +449,28 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
     const digest = payloadDigest(a.payload);
-    const values = [a.key, a.resource, digest, a.retrySafety, ttlMs, options.applying === true];
+    const values = [
+      a.key,
+      a.resource,
+      digest,
+      a.retrySafety,
+      ttlMs,
+      options.applying === true,
+      this.#lockTimeout,
+    ];
     let answer: AcquireHit;
     try {
-      [answer] = (await this.#rows<AcquireHit>('acquire', values)) as [AcquireHit];
+      try {
+        [answer] = (await this.#rows<AcquireHit>('acquire', values)) as [AcquireHit];
+      } catch (error) {
+        if (!lostRace(error)) throw error;
+        // The fresh grant lost a race: asked once more, acquire_fresh() now sees the key and
+        // leaves it to acquire(), which judges it under the locks.
+        [answer] = (await this.#rows<AcquireHit>('acquire', values)) as [AcquireHit];
+      }
     } catch (error) {
-      if (!lostRace(error)) throw error;
-      // The fresh grant lost a race: asked once more, under the locks.
-      const [row] = await this.#rows<AcquireRow>('acquireUnderLocks', values);
-      return this.#acquisition(a, ttlMs, row!, false);
+      if (!lockWaitExceeded(error)) throw error;
+      return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
     }
     const { o_result, o_fresh } = answer;
     if (!o_fresh) return { outcome: 'replayed', result: { payload: plainBytes(o_result!) } };
@@ -478,7 +517,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           typeof statement === 'string' ? statement : { ...statement, values },
         );
       } catch (error) {
-        broken = true;
+        if (!isLockNotAvailable(error)) broken = true;
         throw new StoreUnavailableError(operation, error);
       }
     };
@@ -494,15 +533,31 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       return committed;
     };
     try {
-      await query('begin isolation level read committed');
+      const begun = (await query(beginTransaction(ttlMs, this.#lockTimeout))) as unknown as [
+        pg.QueryResult,
+        pg.QueryResult<{ lock_timeout: string }>,
+      ];
       open = true;
       const digest = transactionalDigest(a.payload);
-      const granted = await query<{
+      let granted: pg.QueryResult<{
         o_fence: string | null;
         o_seen: string | null;
         o_judged: AcquireJson | null;
         o_xid: string;
-      }>(this.#sql.txAcquire, [a.key, a.resource, digest]);
+      }>;
+      try {
+        granted = await query(this.#sql.txAcquire, [
+          a.key,
+          a.resource,
+          digest,
+          begun[1].rows[0]!.lock_timeout,
+        ]);
+      } catch (error) {
+        if (!lockWaitExceeded(error)) throw error;
+        // The resource's row is held by another transaction (a transactional holder) past the bound.
+        await rollBack();
+        return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+      }
       const { o_fence, o_seen, o_judged, o_xid } = granted.rows[0]!;
       let judged = o_judged && fromJson(o_judged);
       if (o_fence !== null && int(o_fence) !== int(o_seen) + 1) {
@@ -854,6 +909,30 @@ function toRecord(row: KeyRow): KeyRecord {
 /** Postgres refused a row because its key exists: a race the store answers by asking again. */
 function lostRace(error: unknown): boolean {
   return error instanceof StoreUnavailableError && isUniqueViolation(error.cause);
+}
+
+/**
+ * Opens a transactional effect's transaction, in one round trip, bounded in the database itself:
+ * no statement of it runs and no pause between them lasts longer than the lease's TTL (a frozen
+ * or partitioned holder is ended by Postgres, which rolls it back and frees the resource), nor,
+ * on Postgres 17 and later, the whole transaction. Its grant waits for the resource row at most
+ * `lockTimeout`; the session's own lock_timeout (the second result) is put back after it. The
+ * settings are local: they end with the transaction.
+ */
+function beginTransaction(ttlMs: number, lockTimeout: string): string {
+  const ttl = `'${ttlMs}ms'`;
+  return `begin isolation level read committed;
+    select pg_catalog.current_setting('lock_timeout') as lock_timeout;
+    set local lock_timeout = '${lockTimeout}';
+    set local statement_timeout = ${ttl};
+    set local idle_in_transaction_session_timeout = ${ttl};
+    select pg_catalog.set_config('transaction_timeout', ${ttl}, true)
+     where pg_catalog.current_setting('server_version_num')::int >= 170000`;
+}
+
+/** A statement gave up waiting for a row another transaction holds (lockWaitMs): contended. */
+function lockWaitExceeded(error: unknown): boolean {
+  return error instanceof StoreUnavailableError && isLockNotAvailable(error.cause);
 }
 
 /** The commit check of migration 0007 (SQLSTATE SE021): the work tried to commit the store's transaction. */
