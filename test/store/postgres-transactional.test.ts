@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  FenceStaleError,
   InvalidActionError,
   KeyConflictError,
   NotTransactionalError,
@@ -383,6 +384,38 @@ describe('PgStore transactional effects', () => {
     expect(await ledger(a.key)).toEqual([]);
     expect(await h.store.inspect(a.key)).toBeUndefined();
   }, 60_000);
+
+  it('one fence per resource across both modes: a plain holder taken over by a transactional effect has its late writeFenced refused', async () => {
+    const a = action();
+    const plain = { key: `${a.key}-plain`, resource: a.resource };
+    const held = await h.store.acquire(plain, TTL, { applying: true });
+    if (held.outcome !== 'granted') throw new Error(held.outcome);
+    // The plain holder pauses past its lease; a transactional effect takes the resource over.
+    await h.advance(TTL + 1);
+    const taken = await runner.executeInTransaction(a, insert(a.key));
+    if (taken.outcome !== 'applied') throw new Error(taken.outcome);
+    expect(await h.sink.highestFence(a.resource)).toBe(taken.lease.fence);
+    // Back from its pause, the old holder writes with its fence: refused, nothing lands.
+    const late = h.sink.writeFenced(a.resource, held.lease.fence, async (tx) => {
+      await tx.query('insert into ledger (key, fence, note) values ($1, $2, $3)', [
+        plain.key,
+        held.lease.fence,
+        'late',
+      ]);
+    });
+    await expect(late).rejects.toBeInstanceOf(FenceStaleError);
+    expect(await ledger(plain.key)).toEqual([]);
+
+    // On a fresh resource too (no mark yet), and the next plain holder writes past it.
+    const b = action();
+    const first = await runner.executeInTransaction(b, insert(b.key));
+    if (first.outcome !== 'applied') throw new Error(first.outcome);
+    expect(await h.sink.highestFence(b.resource)).toBe(first.lease.fence);
+    const next = await h.store.acquire({ key: `${b.key}-next`, resource: b.resource }, TTL);
+    if (next.outcome !== 'granted') throw new Error(next.outcome);
+    await h.sink.writeFenced(b.resource, next.lease.fence, async () => {});
+    expect(await h.sink.highestFence(b.resource)).toBe(next.lease.fence);
+  });
 
   it('kill -9 of the process between the insert and the commit: nothing persists, the retry applies once', async () => {
     const a = action();

@@ -191,7 +191,8 @@ const SQL = {
     )
     select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
   // The transactional grant of a key never seen, on a resource nobody holds: the resource row
-  // locked and its fence raised by one UPDATE, no function call. tx_acquire(), in a CASE evaluated
+  // locked and its fence raised by one UPDATE, no function call, and the PgFencedSink mark of the
+  // resource raised to it (see txRaiseSink). tx_acquire(), in a CASE evaluated
   // only when that UPDATE matched nothing, judges every other case. The key is looked for with
   // the statement's snapshot, taken before the row lock was ours: `o_seen` is the fence that
   // snapshot saw, so a row that moved while this statement waited (o_fence is not o_seen + 1) is
@@ -200,6 +201,9 @@ const SQL = {
       update ${s}.resources set fence = fence + 1
        where resource = $2 and holder is null and not exists (select from ${s}.keys where key = $1)
       returning fence, (select fence from ${s}.resources where resource = $2) as seen
+    ), raised as (
+      insert into ${s}.sink_fences as sink (resource, fence) select $2, fence from granted
+      on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
     )
     select g.fence as o_fence, g.seen as o_seen,
       case when g.fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged,
@@ -207,6 +211,14 @@ const SQL = {
       pg_catalog.set_config('sideeffect.transactional_key', $1, true) is not null as o_marked,
       pg_catalog.set_config('lock_timeout', $4, true) is not null as o_restored
     from (select) as one left join granted as g on true`,
+  // One fence per resource across both modes: a transactional grant raises the sink's mark in its
+  // own transaction, so a plain holder it took over (paused, its lease gone) has its late
+  // writeFenced refused, as a plain successor's write would have it refused. Raised at the grant,
+  // before the work: the mark's row is locked before any row the work touches, as writeFenced
+  // locks it before its write, so the two never wait on each other in a cycle.
+  txRaiseSink: (s: string) => `insert into ${s}.sink_fences as sink (resource, fence)
+    values ($1::text, $2::bigint)
+    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)`,
   txRecheck: (s: string) => `select * from ${s}.tx_recheck($1, $2, $3, $4)`,
   // The transactional effect's key, written once as done in the caller's transaction (the resource
   // row is still locked by txAcquire), its one transition recorded on the row. Written only while
@@ -584,6 +596,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           : (acquisition as Execution);
       }
       const fence = int(judged ? judged.o_fence : o_fence);
+      // tx_acquire() granted (a new resource, a takeover): the statement raised no mark.
+      if (o_judged) await query(this.#sql.txRaiseSink, [a.resource, fence]);
       let payload: Uint8Array;
       let completedAt: number;
       try {
