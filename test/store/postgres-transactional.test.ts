@@ -4,8 +4,9 @@
  * table in the store's schema; every assertion reads it and the key's record back.
  */
 import { fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import type pg from 'pg';
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   FenceStaleError,
@@ -415,6 +416,37 @@ describe('PgStore transactional effects', () => {
     if (next.outcome !== 'granted') throw new Error(next.outcome);
     await h.sink.writeFenced(b.resource, next.lease.fence, async () => {});
     expect(await h.sink.highestFence(b.resource)).toBe(next.lease.fence);
+  });
+
+  it('work that changes its session (SET ROLE, search_path) does not hand it to the pool: the next user gets the session as it was', async () => {
+    const role = `se_tx_role_${randomBytes(4).toString('hex')}`;
+    // A member of the owner's role, so the store's own statements still run as it.
+    await h.db.pool.query(`create role ${role} in role current_user`);
+    const pool = new pg.Pool({ ...h.db.config, max: 1 });
+    pool.on('error', () => {});
+    const session = async () =>
+      (await pool.query(`select current_user as who, current_setting('search_path') as path`))
+        .rows[0];
+    try {
+      const store = new PgStore({ pool, schema: h.db.schema });
+      const before = await session();
+      const a = action();
+      const done = await new Runner(store, { ttlMs: TTL }).executeInTransaction<pg.PoolClient>(
+        a,
+        async (context) => {
+          const result = await insert(a.key)(context);
+          await context.tx.query(`set role ${role}`);
+          await context.tx.query('set search_path to pg_catalog');
+          return result;
+        },
+      );
+      expect(done.outcome).toBe('applied');
+      expect(await ledger(a.key)).toHaveLength(1);
+      expect(await session()).toEqual(before);
+    } finally {
+      await pool.end();
+      await h.db.pool.query(`drop role ${role}`);
+    }
   });
 
   it('kill -9 of the process between the insert and the commit: nothing persists, the retry applies once', async () => {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import {
   FenceStaleError,
@@ -94,8 +95,18 @@ export interface PgStoreOptions extends PoolOptions {
   lockWaitMs?: number;
 }
 
-/** First half of the sweep leader's advisory lock key (migrate() uses 0x5e1d); the second half is the schema's hash. */
-const SWEEP_LOCK_CLASS = 0x5e1e;
+/**
+ * The sweep leader's advisory lock key for a schema: 64 bits of a sha-256 of the schema's name, so
+ * two schemas on one database do not share a leader (a 32-bit hashtext() collides in a few tens
+ * of thousands of names). A single bigint key lives apart from migrate()'s two-int keys.
+ */
+function sweepLockKey(schema: string): string {
+  return createHash('sha256')
+    .update(`sideeffect sweep leader\0${schema}`)
+    .digest()
+    .readBigInt64BE(0)
+    .toString();
+}
 
 const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
@@ -347,6 +358,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   /** Rest after a purge batch, per millisecond the batch took. */
   readonly #purgeRest: number;
   readonly #lockWaitMs: number;
+  readonly #sweepLockKey: string;
   /** lockWaitMs as the value of Postgres's `lock_timeout`. */
   readonly #lockTimeout: string;
 
@@ -369,6 +381,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     this.#lockTimeout = `${lockWaitMs}ms`;
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     this.#transactionPooling = options.transactionPooling === true;
+    this.#sweepLockKey = sweepLockKey(this.#schema);
     this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,
     });
@@ -418,9 +431,11 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     try {
       if (pinned) await session.client.query('begin isolation level read committed');
       const lock = pinned ? 'pg_try_advisory_xact_lock' : 'pg_try_advisory_lock';
+      // No parameters, so a simple query: the extended protocol would leave an unnamed portal open
+      // in the leader's transaction (through a pooler), with its snapshot pinning the xmin
+      // horizon, and vacuum with it, until the next statement.
       const { rows } = await session.client.query<{ led: boolean }>(
-        `select pg_catalog.${lock}($1::integer, pg_catalog.hashtext($2::text)) as led`,
-        [SWEEP_LOCK_CLASS, this.#schema],
+        `select pg_catalog.${lock}(${this.#sweepLockKey}::bigint) as led`,
       );
       if (!rows[0]?.led) {
         if (pinned) await session.client.query('rollback');
@@ -443,8 +458,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       if (this.#transactionPooling) await session.client.query('rollback');
       else
         await session.client.query(
-          'select pg_catalog.pg_advisory_unlock($1::integer, pg_catalog.hashtext($2::text))',
-          [SWEEP_LOCK_CLASS, this.#schema],
+          `select pg_catalog.pg_advisory_unlock(${this.#sweepLockKey}::bigint)`,
         );
       session.release();
     } catch {
@@ -535,21 +549,30 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     };
     /** Nothing of this attempt may stay: a rollback that fails means the connection died, which rolls back too. */
     let open = false;
+    /** The session as it came out of the pool (SESSION_SETTINGS), to give it back so. */
+    let sessionBefore: string | undefined;
+    /** The work changed the session (SET ROLE, SET search_path...): the connection is not given back. */
+    let changed = false;
+    const end = async (command: 'commit' | 'rollback'): Promise<pg.QueryResult> => {
+      const [ended, settings] = (await query(
+        `${command}; select ${SESSION_SETTINGS} as session`,
+      )) as unknown as [pg.QueryResult, pg.QueryResult<{ session: string }>];
+      open = false;
+      if (settings.rows[0]!.session !== sessionBefore) changed = true;
+      return ended;
+    };
     const rollBack = async (): Promise<void> => {
-      await query('rollback').catch(() => {});
+      await end('rollback').catch(() => {});
       open = false;
     };
-    const commit = async (): Promise<pg.QueryResult> => {
-      const committed = await query('commit');
-      open = false;
-      return committed;
-    };
+    const commit = (): Promise<pg.QueryResult> => end('commit');
     try {
       const begun = (await query(beginTransaction(ttlMs, this.#lockTimeout))) as unknown as [
         pg.QueryResult,
-        pg.QueryResult<{ lock_timeout: string }>,
+        pg.QueryResult<{ lock_timeout: string; session: string }>,
       ];
       open = true;
+      sessionBefore = begun[1].rows[0]!.session;
       const digest = transactionalDigest(a.payload);
       let granted: pg.QueryResult<{
         o_fence: string | null;
@@ -650,8 +673,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       const lease = { resource: a.resource, fence, ttlMs, expiresAt: completedAt };
       return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
     } finally {
-      // A connection left inside a transaction (an unexpected throw) must not go back to the pool.
-      session.release(broken || open);
+      // A connection left inside a transaction (an unexpected throw) must not go back to the pool,
+      // nor one whose session the work changed: the pool's next user would inherit its role,
+      // search_path or timeouts. Discarded, it is replaced by a fresh one.
+      session.release(broken || open || changed);
     }
   }
 
@@ -926,6 +951,31 @@ function lostRace(error: unknown): boolean {
 }
 
 /**
+ * What a transactional effect's work could change in its connection's session and leave to the
+ * pool's next user: the role, the search_path, and the settings that change how statements run
+ * or how values are written and read. Compared when its transaction starts and ends, a few
+ * function calls in round trips that happen anyway (the whole of pg_settings costs milliseconds).
+ */
+const SESSION_SETTINGS = `pg_catalog.concat_ws(e'\\x1f', session_user, current_user,
+  ${[
+    'search_path',
+    'statement_timeout',
+    'lock_timeout',
+    'idle_in_transaction_session_timeout',
+    'default_transaction_isolation',
+    'default_transaction_read_only',
+    'bytea_output',
+    'TimeZone',
+    'DateStyle',
+    'IntervalStyle',
+    'client_encoding',
+    'standard_conforming_strings',
+    'application_name',
+  ]
+    .map((name) => `pg_catalog.current_setting('${name}')`)
+    .join(', ')})`;
+
+/**
  * Opens a transactional effect's transaction, in one round trip, bounded in the database itself:
  * no statement of it runs and no pause between them lasts longer than the lease's TTL (a frozen
  * or partitioned holder is ended by Postgres, which rolls it back and frees the resource), nor,
@@ -936,7 +986,8 @@ function lostRace(error: unknown): boolean {
 function beginTransaction(ttlMs: number, lockTimeout: string): string {
   const ttl = `'${ttlMs}ms'`;
   return `begin isolation level read committed;
-    select pg_catalog.current_setting('lock_timeout') as lock_timeout;
+    select pg_catalog.current_setting('lock_timeout') as lock_timeout,
+      ${SESSION_SETTINGS} as session;
     set local lock_timeout = '${lockTimeout}';
     set local statement_timeout = ${ttl};
     set local idle_in_transaction_session_timeout = ${ttl};
