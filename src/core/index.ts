@@ -9,6 +9,8 @@ export {
   type Store,
   type TransactionalStore,
   type TransactionContext,
+  type TransactionIsolation,
+  type TransactionOptions,
 } from './store.js';
 export * from './types.js';
 export { defaultLimits, type Limits } from './validate.js';

@@ -10,7 +10,12 @@ import {
 } from './errors.js';
 import { KeepAlive } from './keep-alive.js';
 import { maskConnectionString } from './mask.js';
-import { isTransactionalStore, type Store, type TransactionContext } from './store.js';
+import {
+  isTransactionalStore,
+  type Store,
+  type TransactionContext,
+  type TransactionOptions,
+} from './store.js';
 import type { Action, Lease, Resolution, ResolveOutcome, Result } from './types.js';
 import { checkAction, checkResolution, checkTtl } from './validate.js';
 
@@ -125,7 +130,7 @@ export class Runner {
   async executeInTransaction<Tx>(
     action: Action,
     apply: (context: TransactionContext<Tx>) => Promise<Result>,
-    options: { signal?: AbortSignal } = {},
+    options: TransactionOptions = {},
   ): Promise<Execution> {
     const store = this.#requireStore();
     if (!isTransactionalStore<Tx>(store)) throw new NotTransactionalError();

@@ -183,6 +183,27 @@ export interface TransactionContext<Tx> {
 }
 
 /**
+ * The isolation level a transactional effect's statements run at. The store's own decisions hold
+ * at each (a snapshot that missed a concurrent commit ends in a serialization failure, which the
+ * store answers by running the whole attempt again); the work's own checks get what the level
+ * promises, and at the stricter levels may be run more than once before one commits.
+ */
+export type TransactionIsolation = 'read committed' | 'repeatable read' | 'serializable';
+
+/** How a transactional effect runs. */
+export interface TransactionOptions {
+  /** Fires when the caller gives up; the work sees it as `context.signal`. */
+  signal?: AbortSignal;
+  /**
+   * The isolation level of the whole transaction (grant, work, record). Stricter levels suit work
+   * whose own reads must not change under it (a balance check); serialization failures are
+   * retried, a few times, from the start.
+   * @default 'read committed'
+   */
+  isolation?: TransactionIsolation;
+}
+
+/**
  * A store that can run an effect's own statements inside the transaction that
  * acquires and completes its key: a crash or a lost connection rolls all of it
  * back, so the outcome is never uncertain (exactly once) and it costs one commit.
@@ -201,7 +222,7 @@ export interface TransactionalStore<Tx> extends Store {
     action: Action,
     ttlMs: number,
     work: (context: TransactionContext<Tx>) => Promise<Result>,
-    options?: { signal?: AbortSignal },
+    options?: TransactionOptions,
   ): Promise<Execution>;
 }
 

@@ -184,4 +184,63 @@ describe.each([
     if (two.outcome === 'replayed') expect(text(two.result.payload)).toBe('first');
     expect(runs).toBe(1);
   });
+  it.each(['repeatable read', 'serializable'] as const)(
+    'at isolation %s: the second caller of one key waits, fails to serialize, runs again and replays; the work is kept once',
+    async (isolation) => {
+      await used(`acct-${isolation}`);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let holding!: () => void;
+      const firstHolds = new Promise<void>((resolve) => {
+        holding = resolve;
+      });
+      const a = { key: `tx-${isolation}`, resource: `acct-${isolation}` };
+      const seen: string[] = [];
+      const work =
+        (note: string, wait: boolean) =>
+        async ({ tx }: { tx: pg.PoolClient }) => {
+          const level = await tx.query(`select current_setting('transaction_isolation') as l`);
+          seen.push(level.rows[0].l);
+          await tx.query('insert into ledger (key, note) values ($1, $2)', [a.key, note]);
+          if (wait) {
+            holding();
+            await gate;
+          }
+          return { payload: bytes(note) };
+        };
+      const first = runner.executeInTransaction<pg.PoolClient>(a, work('first', true), {
+        isolation,
+      });
+      await firstHolds;
+      const second = runner.executeInTransaction<pg.PoolClient>(a, work('second', false), {
+        isolation,
+      });
+      await someoneWaits();
+      release();
+      const [one, two] = await Promise.all([first, second]);
+      expect(one.outcome).toBe('applied');
+      expect(two.outcome).toBe('replayed');
+      if (two.outcome === 'replayed') expect(text(two.result.payload)).toBe('first');
+      const { rows } = await h.db.pool.query('select note from ledger where key = $1', [a.key]);
+      expect(rows.map((r) => r.note)).toEqual(['first']);
+      expect(new Set(seen)).toEqual(new Set([isolation]));
+    },
+  );
+
+  it('the work runs at READ COMMITTED unless asked otherwise, whatever the database default', async () => {
+    const { rows } = await h.db.pool.query(`select current_setting('transaction_isolation') as l`);
+    let level = '';
+    const done = await runner.executeInTransaction<pg.PoolClient>(
+      { key: 'tx-level', resource: 'acct-level' },
+      async ({ tx }) => {
+        level = (await tx.query(`select current_setting('transaction_isolation') as l`)).rows[0].l;
+        return { payload: bytes('x') };
+      },
+    );
+    expect(done.outcome).toBe('applied');
+    expect(rows[0].l).toBe(isolation ?? 'read committed');
+    expect(level).toBe('read committed');
+  });
 });

@@ -13,7 +13,13 @@ import {
 } from '../../core/errors.js';
 import { maskConnectionString } from '../../core/mask.js';
 import type { Execution } from '../../core/runner.js';
-import type { ListFilter, TransactionalStore, TransactionContext } from '../../core/store.js';
+import type {
+  ListFilter,
+  TransactionalStore,
+  TransactionContext,
+  TransactionIsolation,
+  TransactionOptions,
+} from '../../core/store.js';
 import type {
   Acquisition,
   Action,
@@ -507,13 +513,31 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     action: Action,
     ttlMs: number,
     work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
-    options: { signal?: AbortSignal } = {},
+    options: TransactionOptions = {},
   ): Promise<Execution> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
-    for (;;) {
-      const execution = await this.#transactionAttempt(a, ttlMs, work, options);
-      if (execution !== LOST_RACE) return execution;
+    const isolation = options.isolation ?? 'read committed';
+    if (!ISOLATION_LEVELS.includes(isolation)) {
+      throw new InvalidActionError('isolation', `must be one of ${ISOLATION_LEVELS.join(', ')}`);
+    }
+    for (let attempt = 1; ; attempt++) {
+      // Above READ COMMITTED a snapshot older than a concurrent commit fails the attempt
+      // (SQLSTATE 40001) instead of deciding from it: nothing of it stayed, so it runs again.
+      const retry = (error: unknown) =>
+        isolation !== 'read committed' &&
+        attempt < SERIALIZATION_ATTEMPTS &&
+        isSerializationFailure(error);
+      let execution: Execution | typeof LOST_RACE;
+      try {
+        execution = await this.#transactionAttempt(a, ttlMs, work, options.signal, isolation);
+      } catch (error) {
+        if (retry(error)) continue;
+        throw error;
+      }
+      if (execution === LOST_RACE) continue;
+      if (execution.outcome === 'failed' && retry(execution.error)) continue;
+      return execution;
     }
   }
 
@@ -527,7 +551,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     a: Required<Action>,
     ttlMs: number,
     work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
-    options: { signal?: AbortSignal },
+    signal: AbortSignal | undefined,
+    isolation: TransactionIsolation,
   ): Promise<Execution | typeof LOST_RACE> {
     const operation = 'executeInTransaction';
     const session = await checkoutFor(this.#pool, operation);
@@ -567,10 +592,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     };
     const commit = (): Promise<pg.QueryResult> => end('commit');
     try {
-      const begun = (await query(beginTransaction(ttlMs, this.#lockTimeout))) as unknown as [
-        pg.QueryResult,
-        pg.QueryResult<{ lock_timeout: string; session: string }>,
-      ];
+      const begun = (await query(
+        beginTransaction(isolation, ttlMs, this.#lockTimeout),
+      )) as unknown as [pg.QueryResult, pg.QueryResult<{ lock_timeout: string; session: string }>];
       open = true;
       sessionBefore = begun[1].rows[0]!.session;
       const digest = transactionalDigest(a.payload);
@@ -624,12 +648,12 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       let payload: Uint8Array;
       let completedAt: number;
       try {
-        options.signal?.throwIfAborted();
+        signal?.throwIfAborted();
         const result = await work({
           tx: client,
           key: a.key,
           fence,
-          signal: options.signal ?? new AbortController().signal,
+          signal: signal ?? new AbortController().signal,
         });
         payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
         const completed = await query<{ o_same: boolean; o_at_ms: string | null }>(
@@ -983,9 +1007,13 @@ const SESSION_SETTINGS = `pg_catalog.concat_ws(e'\\x1f', session_user, current_u
  * `lockTimeout`; the session's own lock_timeout (the second result) is put back after it. The
  * settings are local: they end with the transaction.
  */
-function beginTransaction(ttlMs: number, lockTimeout: string): string {
+function beginTransaction(
+  isolation: TransactionIsolation,
+  ttlMs: number,
+  lockTimeout: string,
+): string {
   const ttl = `'${ttlMs}ms'`;
-  return `begin isolation level read committed;
+  return `begin isolation level ${isolation};
     select pg_catalog.current_setting('lock_timeout') as lock_timeout,
       ${SESSION_SETTINGS} as session;
     set local lock_timeout = '${lockTimeout}';
@@ -993,6 +1021,21 @@ function beginTransaction(ttlMs: number, lockTimeout: string): string {
     set local idle_in_transaction_session_timeout = ${ttl};
     select pg_catalog.set_config('transaction_timeout', ${ttl}, true)
      where pg_catalog.current_setting('server_version_num')::int >= 170000`;
+}
+
+const ISOLATION_LEVELS: readonly TransactionIsolation[] = [
+  'read committed',
+  'repeatable read',
+  'serializable',
+];
+
+/** Attempts of one transactional effect at a stricter isolation before a serialization failure is its answer. */
+const SERIALIZATION_ATTEMPTS = 5;
+
+/** Postgres could not serialize the transaction (SQLSTATE 40001), raised by a query or by our own wrapper of it. */
+function isSerializationFailure(error: unknown): boolean {
+  const cause = error instanceof StoreUnavailableError ? error.cause : error;
+  return (cause as { code?: unknown } | undefined)?.code === '40001';
 }
 
 /** A statement gave up waiting for a row another transaction holds (lockWaitMs): contended. */
