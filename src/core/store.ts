@@ -192,7 +192,10 @@ export type TransactionIsolation = 'read committed' | 'repeatable read' | 'seria
 
 /** How a transactional effect runs. */
 export interface TransactionOptions {
-  /** Fires when the caller gives up; the work sees it as `context.signal`. */
+  /**
+   * Fires when the caller gives up; the work sees it as `context.signal`.
+   * @default none: the work is never told to stop
+   */
   signal?: AbortSignal;
   /**
    * The isolation level of the whole transaction (grant, work, record). Stricter levels suit work
