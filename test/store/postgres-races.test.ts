@@ -6,25 +6,38 @@
  * lock is let go. The answer must be what the functions would have said, with nothing written.
  */
 import type pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KeyConflictError, Runner } from '../../src/core/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
 import { bytes, text } from '../support/bytes.js';
+import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
 import { databaseWithDefaultIsolation } from '../support/postgres.js';
 import { type PgHarness, pgHarness, sidePool } from './pg-support/harness.js';
 
 const TTL = 10_000;
 
+let bouncer: Promise<PgBouncer> | undefined;
+afterAll(async () => {
+  await (await bouncer)?.stop();
+});
+
 describe.each([
   ['the default isolation', undefined],
   ['a SERIALIZABLE-default database', 'serializable'],
-] as const)('PgStore single-statement paths under races, on %s', (_, isolation) => {
+  ['PgBouncer in transaction pooling', 'pgbouncer'],
+] as const)('PgStore single-statement paths under races, on %s', (_, setting) => {
+  const isolation = setting === 'serializable' ? setting : undefined;
   let h: PgHarness;
   let side: pg.Pool;
   let runner: Runner;
   beforeEach(async () => {
+    if (setting === 'pgbouncer') bouncer ??= startPgBouncer({ serverConnections: 6 });
     h = await pgHarness('pg_races', {
       url: isolation && (await databaseWithDefaultIsolation(isolation)),
+      via:
+        setting === 'pgbouncer'
+          ? { url: (await bouncer!).url, transactionPooling: true }
+          : undefined,
     });
     side = sidePool(h.db);
     runner = new Runner(h.store, { ttlMs: TTL });
@@ -35,6 +48,8 @@ describe.each([
     await h.close();
   });
 
+  /** A table of the test's schema, named in full: through PgBouncer the session has no search_path. */
+  const table = (name: string) => `"${h.db.schema}".${name}`;
   /** A resource row that exists and is free, as after any earlier effect on it. */
   const used = async (resource: string) => {
     const done = await runner.execute({ key: `earlier-${resource}`, resource }, async () => ({
@@ -129,7 +144,7 @@ describe.each([
     const work =
       (note: string, wait: boolean) =>
       async ({ tx }: { tx: pg.PoolClient }) => {
-        await tx.query('insert into ledger (key, note) values ($1, $2)', [a.key, note]);
+        await tx.query(`insert into ${table('ledger')} (key, note) values ($1, $2)`, [a.key, note]);
         if (wait) {
           holding();
           await gate;
@@ -166,7 +181,7 @@ describe.each([
       async ({ tx }: { tx: pg.PoolClient }) => {
         runs += 1;
         // The effect's own table refuses a second row for the key, as a ledger's unique key does.
-        await tx.query('insert into ledger_once (key) values ($1)', [a.key]);
+        await tx.query(`insert into ${table('ledger_once')} (key) values ($1)`, [a.key]);
         if (wait) {
           holding();
           await gate;
@@ -203,7 +218,10 @@ describe.each([
         async ({ tx }: { tx: pg.PoolClient }) => {
           const level = await tx.query(`select current_setting('transaction_isolation') as l`);
           seen.push(level.rows[0].l);
-          await tx.query('insert into ledger (key, note) values ($1, $2)', [a.key, note]);
+          await tx.query(`insert into ${table('ledger')} (key, note) values ($1, $2)`, [
+            a.key,
+            note,
+          ]);
           if (wait) {
             holding();
             await gate;
