@@ -1,3 +1,4 @@
+-- sideeffect: backward-compatible
 -- 0007: transactional effects keep the store's promises under races, misuse and stalls (issue 21).
 -- Only new functions, triggers and function settings: nothing a 0.1.0 worker calls changes.
 
