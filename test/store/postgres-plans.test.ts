@@ -52,7 +52,7 @@ it('the acquire plan kept from an empty table reads the key by its primary key',
     expect(Number(rows[0]!.generic_plans)).toBeGreaterThan(0);
     const digest = payloadDigest(new Uint8Array(0)).toString('hex');
     const plan = await client.query<{ 'QUERY PLAN': string }>(
-      `explain execute ${rows[0]!.name}('k-0', 'r-0', '\\x${digest}', 'unknown', ${TTL}, false)`,
+      `explain execute ${rows[0]!.name}('k-0', 'r-0', '\\x${digest}', 'unknown', ${TTL}, false, '1000ms')`,
     );
     const text = plan.rows.map((row) => row['QUERY PLAN']).join('\n');
     expect(text).toContain('keys_pkey');
