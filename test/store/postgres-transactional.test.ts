@@ -443,6 +443,16 @@ describe('PgStore transactional effects', () => {
       expect(done.outcome).toBe('applied');
       expect(await ledger(a.key)).toHaveLength(1);
       expect(await session()).toEqual(before);
+      // Work that leaves the session alone gives its connection back to the pool, not a new one.
+      const backend = async () => (await pool.query('select pg_backend_pid() as pid')).rows[0].pid;
+      const kept = await backend();
+      const b = action();
+      const plain = await new Runner(store, { ttlMs: TTL }).executeInTransaction<pg.PoolClient>(
+        b,
+        insert(b.key),
+      );
+      expect(plain.outcome).toBe('applied');
+      expect(await backend()).toBe(kept);
     } finally {
       await pool.end();
       await h.db.pool.query(`drop role ${role}`);
