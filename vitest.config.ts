@@ -23,6 +23,7 @@ const postgres = [
   'test/api/**/*.test.ts',
   'test/store/**/*.test.ts',
   'test/faults/probe-race.test.ts',
+  'test/faults/transactional.test.ts',
   'test/packaging/bundle-migrate.test.ts',
 ];
 
