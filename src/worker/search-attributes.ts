@@ -25,8 +25,12 @@ export async function missingSearchAttributes(
   return searchAttributeNames.filter((name) => customAttributes?.[name] === undefined);
 }
 
-/** The exact `temporal` command that registers `missing` on `namespace` (all Keyword). */
+/**
+ * The exact `temporal` command that registers `missing` on `namespace` (all Keyword). Each
+ * `--name` gets its own `--type`: the CLI pairs them, and given one `--type` for several names it
+ * registers only the first one while reporting success.
+ */
 export function searchAttributeCreateCommand(namespace: string, missing: string[]): string {
-  const names = missing.map((name) => `--name ${name}`).join(' ');
-  return `temporal operator search-attribute create --namespace ${namespace} ${names} --type Keyword`;
+  const names = missing.map((name) => `--name ${name} --type Keyword`).join(' ');
+  return `temporal operator search-attribute create --namespace ${namespace} ${names}`;
 }

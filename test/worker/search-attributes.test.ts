@@ -40,7 +40,7 @@ Runtime.install({
 });
 
 const COMMAND =
-  'temporal operator search-attribute create --namespace default --name SideEffectKey --name SideEffectResource --name SideEffectState --type Keyword';
+  'temporal operator search-attribute create --namespace default --name SideEffectKey --type Keyword --name SideEffectResource --type Keyword --name SideEffectState --type Keyword';
 
 let bare: BareTemporal;
 let db: FreshSchema;
