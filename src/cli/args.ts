@@ -25,11 +25,14 @@ export type Command =
       result: unknown;
       by: string;
       fence?: number;
+      /** Module whose `dataConverter` export the Temporal Client uses (`--data-converter`). */
+      dataConverter?: string;
     }
   | {
       name: 'resolve-batch';
       json: boolean;
       dryRun: boolean;
+      dataConverter?: string;
       /** Default `by` for every verdict. */
       by: string;
       source:
@@ -55,6 +58,7 @@ const OPTIONS: Record<string, string[]> = {
     'newer-than',
     'from-file',
     'dry-run',
+    'data-converter',
   ],
   purge: ['older-than', 'force', 'yes'],
 };
@@ -71,6 +75,7 @@ const VALUED = new Set([
   '--newer-than',
   '--resource',
   '--from-file',
+  '--data-converter',
 ]);
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
@@ -118,9 +123,12 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
     case 'show':
       return { name, json, key: one('key') };
     case 'resolve': {
+      const converter = values['data-converter'];
+      if (converter === '') throw new UsageError('--data-converter needs a module path', help);
+      const dataConverter = converter === undefined ? {} : { dataConverter: converter };
       if (values.resource !== undefined || values['from-file'] !== undefined) {
         none();
-        return parseBatch(values, json, user, help);
+        return { ...parseBatch(values, json, user, help), ...dataConverter };
       }
       for (const batchOnly of ['older-than', 'newer-than', 'dry-run'] as const) {
         if (values[batchOnly] !== undefined)
@@ -144,7 +152,16 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
         }
       }
       const by = typeof values.by === 'string' && values.by ? values.by : user;
-      const resolve = { name, json, key, applied: values.applied === true, reason, result, by };
+      const resolve = {
+        name,
+        json,
+        key,
+        applied: values.applied === true,
+        reason,
+        result,
+        by,
+        ...dataConverter,
+      };
       if (values.fence === undefined) return resolve;
       const fence = Number(values.fence);
       if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
@@ -287,6 +304,7 @@ function parse(args: string[], help: string) {
         'dry-run': { type: 'boolean' },
         force: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
+        'data-converter': { type: 'string' },
       },
     });
   } catch (error) {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { createInterface } from 'node:readline/promises';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type DataConverter } from '@temporalio/client';
 import pg from 'pg';
 import { InvalidSchemaError, NotUncertainError, SideEffectError } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
@@ -18,6 +18,7 @@ import {
 import { quoteSchema } from '../store/postgres/sql.js';
 import { type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, parseCommand } from './args.js';
+import { loadDataConverter } from './data-converter.js';
 import { printKey, printList, printStats } from './format.js';
 import { resolveKey } from './resolve.js';
 import {
@@ -35,6 +36,8 @@ export interface CliEnvironment {
   schema: string;
   /** Temporal's standard client configuration (profile file and TEMPORAL_* variables), read when a command needs Temporal. */
   temporal: () => ClusterSettings;
+  /** Module of the app's data converter (`SIDEEFFECT_DATA_CONVERTER`); `--data-converter` wins. */
+  dataConverterPath?: string;
 }
 
 export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
@@ -42,6 +45,7 @@ export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironmen
     databaseUrl: env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
     schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
     temporal: () => clusterSettings({ env }),
+    ...(env.SIDEEFFECT_DATA_CONVERTER ? { dataConverterPath: env.SIDEEFFECT_DATA_CONVERTER } : {}),
   };
 }
 
@@ -101,6 +105,20 @@ export async function main(
     output.out(migrationScript({ schema: env.schema }));
     return EXIT.ok;
   }
+  let dataConverter: DataConverter | undefined;
+  const converterPath =
+    command.name === 'resolve' || command.name === 'resolve-batch'
+      ? (command.dataConverter ?? env.dataConverterPath)
+      : undefined;
+  if (converterPath) {
+    try {
+      dataConverter = await loadDataConverter(converterPath);
+    } catch (error) {
+      if (!(error instanceof UsageError)) throw error;
+      io.err(`sideeffect: ${error.message}`);
+      return EXIT.usage;
+    }
+  }
   const pool = new pg.Pool({
     connectionString: env.databaseUrl,
     max: 2,
@@ -108,10 +126,20 @@ export async function main(
   });
   pool.on('error', () => {});
   const store = new PgStore({ pool, schema: env.schema });
+  const temporalClient = (connection: Connection, namespace: string) =>
+    new Client({ connection, namespace, ...(dataConverter ? { dataConverter } : {}) });
   const print = (human: string, json: unknown) =>
     io.out(command.json ? JSON.stringify(json, null, 2) : human);
   try {
-    return await run(command, { confirm: output.confirm, pool, store, env, print, io });
+    return await run(command, {
+      confirm: output.confirm,
+      pool,
+      store,
+      env,
+      print,
+      io,
+      temporalClient,
+    });
   } catch (error) {
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
     io.err(`sideeffect: ${error instanceof Error ? error.message : String(error)}`);
@@ -137,6 +165,8 @@ interface Context {
   env: CliEnvironment;
   print: (human: string, json: unknown) => void;
   io: { out: (line: string) => void; err: (line: string) => void };
+  /** A Client through the app's data converter, when one was given. */
+  temporalClient: (connection: Connection, namespace: string) => Client;
 }
 
 async function run(
@@ -175,7 +205,7 @@ async function run(
       const temporal = ctx.env.temporal();
       const connection = await connectTemporal(temporal);
       try {
-        const client = connection && new Client({ connection, namespace: temporal.namespace });
+        const client = connection && ctx.temporalClient(connection, temporal.namespace);
         if (!client)
           ctx.io.err(
             `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
@@ -264,7 +294,7 @@ async function resolveMany(
   const temporal = dryRun ? undefined : ctx.env.temporal();
   const connection = temporal && (await connectTemporal(temporal));
   try {
-    const client = connection && new Client({ connection, namespace: temporal!.namespace });
+    const client = connection && ctx.temporalClient(connection, temporal!.namespace);
     if (temporal && !client)
       ctx.io.err(
         `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,

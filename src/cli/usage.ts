@@ -35,7 +35,9 @@ Options everywhere: --json (machine output), --help; sideeffect --version prints
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
   SIDEEFFECT_SCHEMA (default sideeffect). Temporal is reached like the temporal CLI does:
   TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default default),
-  TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE (profile file)
+  TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE (profile file).
+  SIDEEFFECT_DATA_CONVERTER (or resolve --data-converter PATH): a module exporting your
+  dataConverter (e.g. an encryption codec), used for everything sent to and read from Temporal
 
 Exit codes: 0 done, 1 refused (e.g. already resolved, or a verdict for an earlier episode), 2 bad arguments, 3 store or Temporal unreachable`,
   migrate: `Usage: sideeffect migrate [--print-sql | --print-grants ROLE --kind KIND] [--json]
@@ -66,6 +68,10 @@ Decides an uncertain key after you checked the downstream.
 If the key's ReconcileWorkflow (reconcile/<key>) is running, the verdict goes through it,
 so the waiting workflow continues; otherwise it is recorded in the store directly.
 The first resolution wins: if someone resolved the key first, you are told so (exit 1).
+  --data-converter PATH   a module exporting \`dataConverter\` (or a default export): the data
+                  converter your Client and Worker use, e.g. with an encryption codec
+                  (default: SIDEEFFECT_DATA_CONVERTER; without one, encrypted payloads cannot be
+                  read). Also for the batch forms below
 
 Usage: sideeffect resolve --resource R --applied|--not-applied --reason TEXT
                           [--older-than D] [--newer-than D] [--by NAME] [--dry-run] [--json]

@@ -35,8 +35,9 @@ export interface SideEffectPluginOptions
   extends Omit<SideEffectActivitiesOptions, 'client' | 'taskQueue' | 'searchAttributes'> {
   /**
    * Your app's Client: ReconcileWorkflows are started through it, so with its
-   * interceptors (OpenTelemetry...) and data converter.
-   * @default a Client on the Worker's connection and namespace
+   * interceptors (OpenTelemetry...) and data converter. Refused when the Worker has payload
+   * codecs and this Client has none: the library's starts and signals would be stored unencoded.
+   * @default a Client on the Worker's connection, namespace and data converter
    */
   client?: Client;
   /**
@@ -123,8 +124,19 @@ export class SideEffectPlugin implements WorkerPlugin {
           'client',
           'SideEffectPlugin needs a Client, or a Worker created with a connection to build one on',
         );
-      client = new Client({ connection: options.connection, namespace });
-    }
+      client = new Client({
+        connection: options.connection,
+        namespace,
+        ...(options.dataConverter ? { dataConverter: options.dataConverter } : {}),
+      });
+    } else if (
+      (options.dataConverter?.payloadCodecs?.length ?? 0) > 0 &&
+      client.options.loadedDataConverter.payloadCodecs.length === 0
+    )
+      throw new InvalidActionError(
+        'client',
+        "the Worker encodes payloads with codecs but SideEffectPlugin's client has none, so ReconcileWorkflow inputs and signals would be stored unencoded: give that Client the Worker's dataConverter, or leave `client` out",
+      );
     const activities = createSideEffectActivities({
       ...activityOptions,
       client,

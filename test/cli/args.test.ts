@@ -86,6 +86,12 @@ describe('sideeffect command line', () => {
       by: 'ann',
       source: { from: 'file', file: 'v.jsonl' },
     });
+    expect(
+      parseCommand(['resolve', 'k', '--not-applied', '--reason', 'x', '--data-converter', 'dc.js']),
+    ).toMatchObject({ name: 'resolve', key: 'k', dataConverter: 'dc.js' });
+    expect(
+      parseCommand(['resolve', '--from-file', 'v.jsonl', '--data-converter', 'dc.js']),
+    ).toMatchObject({ name: 'resolve-batch', dataConverter: 'dc.js' });
     expect(parseCommand(['stats', '--json'])).toEqual({ name: 'stats', json: true });
   });
 

@@ -1,0 +1,39 @@
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { DataConverter } from '@temporalio/client';
+import { HELP, UsageError } from './usage.js';
+
+/**
+ * Loads the app's data converter from a module (`--data-converter` or
+ * `SIDEEFFECT_DATA_CONVERTER`): its `dataConverter` export, else its default export, the same
+ * object the app gives its Client and Worker. Without it, the CLI cannot read what an
+ * encryption codec wrote (`Unknown encoding: binary/encrypted`) and sends verdicts in plain text.
+ */
+export async function loadDataConverter(modulePath: string): Promise<DataConverter> {
+  let loaded: { dataConverter?: unknown; default?: unknown };
+  try {
+    loaded = await import(pathToFileURL(path.resolve(modulePath)).href);
+  } catch (error) {
+    throw new UsageError(
+      `cannot load the data converter module ${modulePath}: ${(error as Error).message}`,
+      HELP.resolve!,
+    );
+  }
+  const converter = loaded.dataConverter ?? loaded.default;
+  if (!isDataConverter(converter))
+    throw new UsageError(
+      `${modulePath} exports no data converter: export const dataConverter = { payloadCodecs: [...] }`,
+      HELP.resolve!,
+    );
+  return converter;
+}
+
+function isDataConverter(value: unknown): value is DataConverter {
+  if (typeof value !== 'object' || value === null) return false;
+  const { payloadCodecs, payloadConverterPath, failureConverterPath } = value as DataConverter;
+  return (
+    (payloadCodecs === undefined || Array.isArray(payloadCodecs)) &&
+    (payloadConverterPath === undefined || typeof payloadConverterPath === 'string') &&
+    (failureConverterPath === undefined || typeof failureConverterPath === 'string')
+  );
+}
