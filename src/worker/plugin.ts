@@ -21,6 +21,11 @@ import {
 import { lifecycleDefaults } from './lifecycle.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 import { Sweeper } from './sweeper.js';
+import {
+  bundleRunsReconcile,
+  missingReconcileWorkflow,
+  requireReconcileExport,
+} from './workflows-check.js';
 
 /** The library's own workflows module (ReconcileWorkflow), as source under tsx or compiled in dist. */
 export const defaultWorkflowsPath: string = (() => {
@@ -81,7 +86,9 @@ interface Setup {
  *
  * Your own `workflowsPath` must re-export the library's workflows
  * (`export { ReconcileWorkflow } from 'sideeffect/workflows'`), because a task
- * queue runs one bundle. Use one plugin instance per Worker.
+ * queue runs one bundle; `Worker.create` fails when it does not, and when the
+ * plugin's `client` is on another namespace than the Worker. Use one plugin
+ * instance per Worker.
  *
  * Built on the SDK's `WorkerPlugin` interface, which the SDK marks experimental: a minor SDK
  * release may change it, so keep the SDK within the versions this library is tested with (1.14.2,
@@ -108,7 +115,7 @@ export class SideEffectPlugin implements WorkerPlugin {
     return this.#configured().client;
   }
 
-  configureWorker(options: WorkerOptions): WorkerOptions {
+  async configureWorker(options: WorkerOptions): Promise<WorkerOptions> {
     const {
       client: given,
       taskQueue,
@@ -116,7 +123,12 @@ export class SideEffectPlugin implements WorkerPlugin {
       searchAttributes: __,
       ...activityOptions
     } = this.#options;
-    const namespace = given?.options.namespace ?? options.namespace ?? 'default';
+    const namespace = options.namespace ?? 'default';
+    if (given && given.options.namespace !== namespace)
+      throw new InvalidActionError(
+        'client',
+        `SideEffectPlugin's client is on namespace "${given.options.namespace}" but the Worker polls "${namespace}": ReconcileWorkflows would start where no worker runs them; give the plugin a Client on "${namespace}", or leave \`client\` out`,
+      );
     let client = given;
     if (!client) {
       if (!options.connection)
@@ -146,14 +158,13 @@ export class SideEffectPlugin implements WorkerPlugin {
     const own: object = options.activities ?? {};
     const clash = Object.keys(activities).filter((name) => Object.hasOwn(own, name));
     if (clash.length > 0) throw new ActivityNameClashError(clash);
+    const workflows = await reconcileWorkflowChecked(options);
     this.#setup = { activities, client, namespace };
     return {
       ...lifecycleDefaults(this.#options.ttlMs),
       ...definedOnly(options),
       activities: { ...own, ...activities },
-      ...(options.workflowsPath || options.workflowBundle
-        ? {}
-        : { workflowsPath: defaultWorkflowsPath }),
+      ...workflows,
     };
   }
 
@@ -223,6 +234,23 @@ export class SideEffectPlugin implements WorkerPlugin {
       throw new InvalidActionError('plugin', 'SideEffectPlugin is not registered on a Worker yet');
     return this.#setup;
   }
+}
+
+/**
+ * The workflow options that make sure ReconcileWorkflow runs on this Worker, checked before it
+ * polls: a prebuilt bundle now, the host's module when webpack bundles it, else the library's own.
+ */
+async function reconcileWorkflowChecked(options: WorkerOptions): Promise<Partial<WorkerOptions>> {
+  if (options.workflowBundle) {
+    if (!(await bundleRunsReconcile(options.workflowBundle)))
+      throw missingReconcileWorkflow("the Worker's workflowBundle");
+    return {};
+  }
+  if (options.workflowsPath)
+    return {
+      bundlerOptions: requireReconcileExport(options.bundlerOptions, options.workflowsPath),
+    };
+  return { workflowsPath: defaultWorkflowsPath };
 }
 
 /** The options the host set, so an option left `undefined` does not hide a default under it. */

@@ -1,9 +1,11 @@
 /** SideEffectPlugin on an app's own Worker and Client, against the dev server. */
+
+import { fileURLToPath } from 'node:url';
 import { Client, Connection, type WorkflowClientInterceptor } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
-import { ActivityNameClashError } from '../../src/core/errors.js';
+import { ActivityNameClashError, InvalidActionError } from '../../src/core/errors.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
@@ -14,7 +16,7 @@ import {
   statusQuery,
 } from '../../src/workflows/index.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
-import { testBundle, waitFor } from '../temporal/harness.js';
+import { testBundle, WORKFLOWS_PATH, waitFor } from '../temporal/harness.js';
 
 let native: NativeConnection;
 let connection: Connection;
@@ -121,5 +123,58 @@ describe('SideEffectPlugin', () => {
     expect(outcome).toEqual({ outcome: 'reconciled', result: 'seen at the bank', key });
     expect(started).toEqual([`ReconcileWorkflow:${reconcileWorkflowId(key)}`]);
     expect((await store.inspect(key))?.state).toBe('done');
+  });
+
+  it("refuses a client on another namespace than the Worker's", async () => {
+    const refused = await Worker.create({
+      connection: native,
+      namespace: TEMPORAL_NAMESPACE,
+      taskQueue: uniqueTaskQueue('plugin-namespace'),
+      workflowBundle: await testBundle(),
+      plugins: [
+        new SideEffectPlugin({
+          store: new MemoryStore(),
+          effects: { noop },
+          ttlMs: 1_000,
+          client: new Client({ connection, namespace: 'payments-elsewhere' }),
+        }),
+      ],
+    }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(InvalidActionError);
+    expect((refused as Error).message).toContain('"payments-elsewhere"');
+    expect((refused as Error).message).toContain(`"${TEMPORAL_NAMESPACE}"`);
+  });
+
+  it('refuses workflows without ReconcileWorkflow at Worker.create, naming the re-export', async () => {
+    const workflowsPath = fileURLToPath(
+      new URL('./workflows-without-reconcile.ts', import.meta.url),
+    );
+    const create = (workflows: { workflowsPath: string } | { workflowBundle: { code: string } }) =>
+      Worker.create({
+        connection: native,
+        namespace: TEMPORAL_NAMESPACE,
+        taskQueue: uniqueTaskQueue('plugin-workflows'),
+        ...workflows,
+        plugins: [
+          new SideEffectPlugin({ store: new MemoryStore(), effects: { noop }, ttlMs: 1_000 }),
+        ],
+      }).catch((error: unknown) => error);
+    const fix = "export { ReconcileWorkflow } from 'sideeffect/workflows';";
+    const fromPath = await create({ workflowsPath });
+    expect(fromPath).toBeInstanceOf(InvalidActionError);
+    expect((fromPath as Error).message).toContain(workflowsPath);
+    expect((fromPath as Error).message).toContain(fix);
+    const bundle = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
+    const fromBundle = await create({ workflowBundle: bundle });
+    expect(fromBundle).toBeInstanceOf(InvalidActionError);
+    expect((fromBundle as Error).message).toContain(fix);
+    // The same module with the re-export passes both checks.
+    for (const good of [
+      await create({ workflowsPath: WORKFLOWS_PATH }),
+      await create({ workflowBundle: await testBundle() }),
+    ]) {
+      expect(good).toBeInstanceOf(Worker);
+      await (good as Worker).runUntil(Promise.resolve());
+    }
   });
 });
