@@ -139,9 +139,11 @@ export interface SweepCoordination {
   /**
    * Optional: makes `owner` the one sweeper of this store if nobody else is (true), keeps it
    * while it is (true again), or answers false while another owner leads. A leader that dies
-   * loses it on its own (a Postgres session lock ends with the session).
+   * loses it on its own (a Postgres session lock ends with the session). `onLost` is called
+   * once if the store sees the leadership end without `resignSweep` (its session died), so the
+   * old leader stops reporting the backlog at once instead of at its next tick.
    */
-  leadSweep?(owner: object): Promise<boolean>;
+  leadSweep?(owner: object, onLost?: () => void): Promise<boolean>;
 
   /** Optional: gives up the leadership `owner` holds, so another sweeper takes over at once. */
   resignSweep?(owner: object): Promise<void>;

@@ -8,16 +8,25 @@ import { UNCERTAIN_OLDEST_AGE_METRIC, UNCERTAIN_OPEN_METRIC } from '../protocol/
  * is only an hourly log line; with it an alert can fire on age or count.
  */
 export function publishBacklog(report: SweepAndReconcileReport): void {
+  setGauges(report.backlog.count, report.backlog.oldestAgeMs / 1000);
+}
+
+/** Zero on both gauges: what a process reports once it is not the sweep leader. */
+export function clearBacklog(): void {
+  setGauges(0, 0);
+}
+
+function setGauges(open: number, oldestAgeSeconds: number): void {
   const meter = Runtime.instance().metricMeter;
   meter
-    .createGauge(UNCERTAIN_OPEN_METRIC, 'int', 'keys', 'uncertain keys waiting for a verdict')
-    .set(report.backlog.count);
+    .createGauge(UNCERTAIN_OPEN_METRIC, 'int', '', 'uncertain keys waiting for a verdict')
+    .set(open);
   meter
     .createGauge(
       UNCERTAIN_OLDEST_AGE_METRIC,
       'float',
-      's',
-      'how long the oldest uncertain key has waited',
+      '',
+      'how long the oldest uncertain key has waited, in seconds',
     )
-    .set(report.backlog.oldestAgeMs / 1000);
+    .set(oldestAgeSeconds);
 }

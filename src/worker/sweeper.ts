@@ -2,7 +2,7 @@ import { Runtime } from '@temporalio/worker';
 import type { SideEffectActivities } from '../activities/index.js';
 import type { Store, SweepCoordination } from '../core/store.js';
 import { libraryActivityNames } from '../protocol/wire.js';
-import { publishBacklog } from './backlog-gauges.js';
+import { clearBacklog, publishBacklog } from './backlog-gauges.js';
 
 /** How far each pause between sweeps strays from the period, as a fraction of it. */
 const JITTER = 0.2;
@@ -11,8 +11,8 @@ const JITTER = 0.2;
  * Runs sweepAndReconcile about every `everyMs` (±20 %, so workers started together do not
  * sweep in lockstep), one at a time, and only while this sweeper leads the store
  * (`SweepCoordination.leadSweep`: a Postgres advisory lock, or the first in-process sweeper of a
- * MemoryStore). Every worker runs one; one of them sweeps. A failed sweep is logged and
- * retried at the next tick.
+ * MemoryStore). Every worker runs one; one of them sweeps and reports the backlog gauges. A
+ * failed sweep is logged and retried at the next tick.
  */
 export class Sweeper {
   readonly #store: Store & SweepCoordination;
@@ -21,6 +21,10 @@ export class Sweeper {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #running: Promise<void> | undefined;
   #stopped = false;
+  /** Leads since the last tick asked, and no loss was heard since: only then may it report. */
+  #leading = false;
+  /** This sweeper's backlog is on the gauges: they must read 0 the moment it stops leading. */
+  #reporting = false;
 
   constructor(store: Store & SweepCoordination, activities: SideEffectActivities, everyMs: number) {
     this.#store = store;
@@ -34,6 +38,18 @@ export class Sweeper {
     clearTimeout(this.#timer);
     await this.#running;
     await this.#store.resignSweep?.(this).catch(() => {});
+    this.#stopReporting();
+  }
+
+  /**
+   * A process that no longer leads must not keep its last backlog on the gauges: alerts take
+   * the max over processes, and that stale value would outlive every verdict.
+   */
+  #stopReporting(): void {
+    this.#leading = false;
+    if (!this.#reporting) return;
+    this.#reporting = false;
+    clearBacklog();
   }
 
   #schedule(): void {
@@ -49,9 +65,20 @@ export class Sweeper {
 
   async #tick(): Promise<void> {
     try {
-      const leads = this.#store.leadSweep ? await this.#store.leadSweep(this) : true;
-      if (leads && !this.#stopped)
-        publishBacklog(await this.#activities[libraryActivityNames.sweepAndReconcile]());
+      const leads = this.#store.leadSweep
+        ? await this.#store.leadSweep(this, () => this.#stopReporting())
+        : true;
+      if (!leads) {
+        this.#stopReporting();
+        return;
+      }
+      this.#leading = true;
+      if (this.#stopped) return;
+      const report = await this.#activities[libraryActivityNames.sweepAndReconcile]();
+      // Leadership may have ended during the sweep; its report is then not ours to publish.
+      if (!this.#leading || this.#stopped) return;
+      publishBacklog(report);
+      this.#reporting = true;
     } catch (error) {
       Runtime.instance().logger.warn('sideeffect sweep failed', {
         error: error instanceof Error ? error.message : String(error),

@@ -418,11 +418,12 @@ function recordResolution(decidedBy: DecidedByLabel, applied: boolean, since: st
     .createCounter(RECONCILES_RESOLVED_METRIC, 'reconciles', 'reconciles closed, by who decided')
     .add(1, { decided_by: decidedBy, verdict: applied ? 'applied' : 'not_applied' });
   metricMeter
+    // No unit: the name says seconds, and the Prometheus exporter's unitSuffix would append `_s`.
     .createHistogram(
       TIME_TO_RESOLUTION_METRIC,
       'float',
-      's',
-      'from the reconcile start to its verdict',
+      '',
+      'from the reconcile start to its verdict, in seconds',
     )
     .record((Date.now() - Date.parse(since)) / 1000, { decided_by: decidedBy });
 }

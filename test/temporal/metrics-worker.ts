@@ -5,6 +5,8 @@
  *
  *   SCHEMA=... TASK_QUEUE=... METRICS_ADDRESS=127.0.0.1:9464 node --import tsx test/temporal/metrics-worker.ts
  *
+ * PROMETHEUS_SUFFIXES=1 turns on the exporter's `countersTotalSuffix` and `unitSuffix`.
+ *
  * Effects: `pay` (applies; `{delayMs}` holds the account that long; `{failOnce: true}` loses the
  * response of its first attempt, so the key becomes uncertain), `probed` (always loses the
  * response; its probe finds it applied), `declined` (declared safe, always fails: not applied).
@@ -18,13 +20,21 @@ import { createWorker } from '../../src/worker/index.js';
 import { databaseUrl } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE } from '../support/temporal.js';
 
-const { SCHEMA, TASK_QUEUE, METRICS_ADDRESS } = process.env;
+const { SCHEMA, TASK_QUEUE, METRICS_ADDRESS, PROMETHEUS_SUFFIXES } = process.env;
 if (!SCHEMA || !TASK_QUEUE || !METRICS_ADDRESS)
   throw new Error('SCHEMA, TASK_QUEUE, METRICS_ADDRESS are required');
 
 Runtime.install({
   logger: new DefaultLogger('ERROR'),
-  telemetryOptions: { metrics: { prometheus: { bindAddress: METRICS_ADDRESS } } },
+  telemetryOptions: {
+    metrics: {
+      prometheus: {
+        bindAddress: METRICS_ADDRESS,
+        // The exporter's Prometheus-convention options, which rename series.
+        ...(PROMETHEUS_SUFFIXES ? { countersTotalSuffix: true, unitSuffix: true } : {}),
+      },
+    },
+  },
 });
 
 interface Payment {

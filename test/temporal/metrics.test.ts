@@ -7,7 +7,6 @@
  * Prometheus would.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +16,13 @@ import { runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
 import { waitFor } from './harness.js';
+import {
+  alertMetricNames,
+  freePort,
+  type Sample,
+  scrape as scrapeUrl,
+  total,
+} from './prometheus.js';
 
 const WORKER = fileURLToPath(new URL('./metrics-worker.ts', import.meta.url));
 
@@ -28,44 +34,9 @@ let metricsUrl: string;
 const taskQueue = uniqueTaskQueue('metrics');
 const started: string[] = [];
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** One scrape, as Prometheus reads it: `name{label="value",...} number` lines. */
-async function scrape(): Promise<Sample[]> {
-  const text = await (await fetch(metricsUrl)).text();
-  const samples: Sample[] = [];
-  for (const line of text.split('\n')) {
-    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
-    if (!match) continue;
-    const labels: Record<string, string> = {};
-    for (const [, key, value] of (match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g))
-      labels[key!] = value!;
-    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
-  }
-  return samples;
-}
-
-/** The sum of every series of `name` carrying at least `labels`. */
-function total(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
-  return samples
-    .filter((s) => s.name === name)
-    .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
-    .reduce((sum, s) => sum + s.value, 0);
+/** One scrape of the worker's endpoint. */
+function scrape(): Promise<Sample[]> {
+  return scrapeUrl(metricsUrl);
 }
 
 function start(workflow: string, args: unknown[], id: string) {
@@ -227,5 +198,11 @@ describe("metrics on the worker's Prometheus endpoint", () => {
     expect(total(after, 'sideeffect_time_to_resolution_seconds_count', ours)).toBe(3);
     expect(total(after, 'sideeffect_time_to_resolution_seconds_sum', ours)).toBeGreaterThan(0);
     expect(total(after, 'sideeffect_uncertain_oldest_age_seconds')).toBe(0);
+
+    // Every series the README's alert expressions name is exported under that name.
+    const exported = new Set(after.map((sample) => sample.name));
+    const { names } = alertMetricNames();
+    expect(names.length).toBeGreaterThan(3);
+    expect(names.filter((name) => !exported.has(name))).toEqual([]);
   }, 240_000);
 });

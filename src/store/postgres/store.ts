@@ -359,6 +359,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #schema: string;
   /** Sweep leaders in this process, each on the session that holds the advisory lock. */
   readonly #leaders = new Map<object, Session>();
+  /** Stops watching a leader's session for its end (before it goes back to the pool). */
+  readonly #unwatch = new Map<object, () => void>();
   readonly #transactionPooling: boolean;
   readonly #purgeBatch: number;
   /** Rest after a purge batch, per millisecond the batch took. */
@@ -420,14 +422,14 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
    * there the lock is transaction-scoped and the leader keeps its transaction open: an open
    * transaction pins one server connection to it.
    */
-  async leadSweep(owner: object): Promise<boolean> {
+  async leadSweep(owner: object, onLost?: () => void): Promise<boolean> {
     const held = this.#leaders.get(owner);
     if (held) {
       try {
         await held.client.query('select 1');
         return true;
       } catch {
-        this.#leaders.delete(owner);
+        this.#forget(owner);
         held.release(true);
         return false;
       }
@@ -449,6 +451,21 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         return false;
       }
       this.#leaders.set(owner, session);
+      // A terminated or broken session has lost the lock already: tell the owner now.
+      const lost = (): void => {
+        if (this.#leaders.get(owner) !== session) return;
+        this.#forget(owner);
+        // Discarded now; a late socket error on it must not reach Node as unhandled.
+        session.client.on('error', () => {});
+        session.release(true);
+        onLost?.();
+      };
+      session.client.on('error', lost);
+      session.client.on('end', lost);
+      this.#unwatch.set(owner, () => {
+        session.client.off('error', lost);
+        session.client.off('end', lost);
+      });
       return true;
     } catch (error) {
       session.release(true);
@@ -459,7 +476,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   async resignSweep(owner: object): Promise<void> {
     const session = this.#leaders.get(owner);
     if (!session) return;
-    this.#leaders.delete(owner);
+    this.#forget(owner);
     try {
       if (this.#transactionPooling) await session.client.query('rollback');
       else
@@ -471,6 +488,12 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       // Closing the session ends the lock too.
       session.release(true);
     }
+  }
+
+  #forget(owner: object): void {
+    this.#leaders.delete(owner);
+    this.#unwatch.get(owner)?.();
+    this.#unwatch.delete(owner);
   }
 
   async acquire(

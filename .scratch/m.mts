@@ -1,0 +1,16 @@
+import { Runtime, DefaultLogger } from '@temporalio/worker';
+const suffix = process.argv[2] === 'suffix';
+Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { metrics: { prometheus: { bindAddress: '127.0.0.1:19464', countersTotalSuffix: suffix, unitSuffix: suffix } } } });
+const m = Runtime.instance().metricMeter;
+m.createCounter('c_plain', '', 'd').add(1);
+m.createCounter('c_already_total', '', 'd').add(1);
+m.createCounter('c_unit', 'keys', 'd').add(1);
+m.createGauge('g_unit_s_seconds', 'float', 's', 'd').set(2);
+m.createGauge('g_unit_keys', 'int', 'keys', 'd').set(3);
+m.createGauge('g_nounit_seconds', 'float', '', 'd').set(4);
+m.createHistogram('h_seconds', 'float', 's', 'd').record(1);
+m.createHistogram('h_nounit_seconds', 'float', '', 'd').record(1);
+await new Promise(r => setTimeout(r, 1500));
+const text = await (await fetch('http://127.0.0.1:19464/metrics')).text();
+console.log(text.split('\n').filter(l => /^h_/.test(l)).join('\n'));
+process.exit(0);
