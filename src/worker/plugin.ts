@@ -123,6 +123,11 @@ export class SideEffectPlugin implements WorkerPlugin {
       searchAttributes: __,
       ...activityOptions
     } = this.#options;
+    if (options.workerDeploymentOptions && !options.workerDeploymentOptions.useWorkerVersioning)
+      throw new InvalidActionError(
+        'workerDeploymentOptions',
+        'ReconcileWorkflow declares AUTO_UPGRADE on a worker in a deployment (so a months-long wait survives deploys), and the server refuses a versioning behavior from a worker with useWorkerVersioning: false, failing every task: set useWorkerVersioning: true, or leave workerDeploymentOptions out',
+      );
     const namespace = options.namespace ?? 'default';
     if (given && given.options.namespace !== namespace)
       throw new InvalidActionError(

@@ -12,6 +12,7 @@ import {
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  setWorkflowOptions,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
@@ -151,6 +152,22 @@ interface Offer {
   /** Set when the store refused it; an Update waiting on it then fails with it instead of hanging. */
   refused?: ApplicationFailure;
 }
+
+/**
+ * Under Worker Versioning, a reconcile follows the current deployment version instead of staying
+ * pinned to the one that started it: it may wait for months, and a pinned run would stop being
+ * processed once its version's workers are retired. Its code keeps replaying older runs (patches),
+ * so moving is safe. Declared only on a worker in a deployment (an unversioned worker reports a
+ * build id with no deployment name): the server refuses a versioning behavior from an
+ * unversioned worker, failing every task.
+ */
+setWorkflowOptions(
+  () =>
+    workflowInfo().currentDeploymentVersion?.deploymentName
+      ? { versioningBehavior: 'AUTO_UPGRADE' }
+      : {},
+  ReconcileWorkflow,
+);
 
 /**
  * Decides one uncertain key, exactly once, in the open: workflow id
