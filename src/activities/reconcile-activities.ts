@@ -16,9 +16,16 @@ import {
   subscribeSignal,
   type Verdict,
 } from '../protocol/wire.js';
+import { fanInLimit } from '../syncx/index.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
+
+/**
+ * ReconcileWorkflow starts a sweep has in flight at once: one after another, a backlog of 200
+ * keys after an outage took about 20 s; unbounded, it would flood the frontend.
+ */
+const SWEEP_START_CONCURRENCY = 16;
 
 /** What one sweep did: the store's conclusions, the uncertain keys that now have a ReconcileWorkflow (started or already running), and the backlog after it. */
 export interface SweepAndReconcileReport {
@@ -129,8 +136,8 @@ export function reconcileActivities({
       const open = store.claimReconciles
         ? await store.claimReconciles({ limit: sweepLimit, restartAfterMs })
         : await store.list({ state: 'uncertain', limit: sweepLimit, oldest: true });
-      const reconciling: string[] = [];
-      for (const record of open) {
+      const started = await fanInLimit(open.length, SWEEP_START_CONCURRENCY, async (i) => {
+        const record = open[i]!;
         await client.workflow.start<typeof ReconcileWorkflow>('ReconcileWorkflow', {
           workflowId: reconcileWorkflowId(record.key),
           taskQueue,
@@ -144,8 +151,14 @@ export function reconcileActivities({
           ],
           workflowIdConflictPolicy: 'USE_EXISTING',
         });
-        reconciling.push(record.key);
-      }
+        return record.key;
+      });
+      const failed = started.find((start) => start.status === 'rejected');
+      // Every start was tried; the first failure fails the sweep, so it is logged and retried.
+      if (failed) throw failed.reason;
+      const reconciling = started.flatMap((start) =>
+        start.status === 'fulfilled' ? [start.value] : [],
+      );
       return { uncertain, freed, reconciling, backlog: await store.uncertainBacklog() };
     },
   };

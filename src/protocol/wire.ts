@@ -6,6 +6,12 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 
+/**
+ * The effect activity's default `startToCloseTimeout` (`sideEffect()`): the longest an apply runs
+ * unless the caller says otherwise, so also the worker's default shutdown grace.
+ */
+export const DEFAULT_EFFECT_TIMEOUT_MS = 5 * 60 * 1000;
+
 /** What an effect activity receives. The key defaults to `<workflowId>/<step>`. */
 export interface EffectRequest<I = unknown> {
   /** Names the call inside its workflow; with the workflow id it forms the key. */

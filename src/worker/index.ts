@@ -41,9 +41,9 @@ export interface CreateWorkerOptions extends SideEffectPluginOptions, Omit<Clust
   activities?: object;
   /**
    * Any other Worker option (concurrency, interceptors, identity, your own plugins...).
-   * @default the SDK's defaults, except `shutdownGraceTime` = `ttlMs` (a shutdown lets running
-   * applies finish) and the heartbeat throttle = `ttlMs / 3` (a cancel reaches apply within
-   * about one TTL)
+   * @default the SDK's defaults, except `shutdownGraceTime` = the longer of `ttlMs` and 5 minutes,
+   * the effect activity's default timeout (a shutdown lets running applies finish), and the
+   * heartbeat throttle = `ttlMs / 3` (a cancel reaches apply within about one TTL)
    */
   workerOptions?: Omit<
     WorkerOptions,

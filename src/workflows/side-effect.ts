@@ -11,6 +11,7 @@ import {
 } from '@temporalio/workflow';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import {
+  DEFAULT_EFFECT_TIMEOUT_MS,
   type EffectRequest,
   type EffectResponse,
   type EnsureReconcileRequest,
@@ -122,7 +123,7 @@ export type SideEffectsFor<E> = {
 };
 
 const defaultEffectOptions: ActivityOptions = {
-  startToCloseTimeout: '5 minutes',
+  startToCloseTimeout: DEFAULT_EFFECT_TIMEOUT_MS,
   // Must stay above the lease TTL / 2: the activity heartbeats every TTL/3 while apply runs.
   heartbeatTimeout: '1 minute',
 };

@@ -16,7 +16,7 @@ import { reconcileWorkflowId, type SideEffectOutcome } from '../../src/workflows
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
 import { deferred, Ledger, testBundle, waitFor } from './harness.js';
 
-// The default shutdown grace is one TTL: enough for the 4 s an apply has left when the test shuts its worker down.
+// The slow apply outlasts the TTL: the default shutdown grace must cover the apply, not the lease.
 const TTL_MS = 5_000;
 const store = new MemoryStore();
 const ledger = new Ledger();
@@ -30,10 +30,11 @@ function effectsOf(worker: string) {
       resource: (input: { account: string }) => `account:${input.account}`,
       apply: async (input: { account: string }, { key, lease, signal }) => {
         started.set(key, { worker, at: Date.now() });
-        // A 5 s call that honours its signal, as every apply should: a shutdown that cancelled
-        // it would leave the key uncertain, so the deploy must wait for it instead.
+        // An 8 s call (longer than the TTL, as the docs allow) that honours its signal, as every
+        // apply should: a shutdown that cancelled it would leave the key uncertain, so the
+        // deploy must wait for it instead.
         await new Promise((resolve, reject) => {
-          const timer = setTimeout(resolve, 5_000);
+          const timer = setTimeout(resolve, 8_000);
           signal.addEventListener('abort', () => {
             clearTimeout(timer);
             reject(signal.reason);
@@ -133,7 +134,7 @@ describe('deploys, cancels and refusals', () => {
     await connection?.close();
   });
 
-  it('a worker shut down 1 s into a 5 s apply lets it finish: the key ends done, another worker completes the workflow', async () => {
+  it('a worker shut down 1 s into an 8 s apply (longer than the TTL) lets it finish by default: the key ends done, another worker completes the workflow', async () => {
     const handle = await start('guarded', ['slow', { account: 'deploy-1' }]);
     const key = `${handle.workflowId}/slow`;
     const runner = await waitFor(() => started.get(key), 'the apply to start');

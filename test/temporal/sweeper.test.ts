@@ -1,7 +1,8 @@
 /**
  * One sweeper per store: three workers share a PgStore schema with 200 uncertain keys
  * nobody retries. Whatever the workers' ticks, each key gets one ReconcileWorkflow start
- * in total, not one per key per tick per worker.
+ * in total, not one per key per tick per worker, and the leader starts them in bounded
+ * parallel (at most 16 in flight).
  */
 import { Client, Connection, type WorkflowClientInterceptor } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
@@ -19,10 +20,19 @@ const SWEEP_EVERY_MS = 1_000;
 
 /** Every StartWorkflowExecution a worker's client sends, by workflow id. */
 const starts = new Map<string, number>();
+/** Starts in flight at once, and the most seen: a sweep starts its keys in bounded parallel. */
+let inFlight = 0;
+let mostInFlight = 0;
 const countStarts: WorkflowClientInterceptor = {
   async startWithDetails(input, next) {
     starts.set(input.options.workflowId, (starts.get(input.options.workflowId) ?? 0) + 1);
-    return next(input);
+    inFlight += 1;
+    mostInFlight = Math.max(mostInFlight, inFlight);
+    try {
+      return await next(input);
+    } finally {
+      inFlight -= 1;
+    }
   },
 };
 
@@ -113,6 +123,9 @@ describe('one sweeper per store', () => {
     let total = 0;
     for (const count of starts.values()) total += count;
     expect(total).toBe(KEYS);
+    // Not one after another, and not all 200 at once.
+    expect(mostInFlight).toBeGreaterThan(1);
+    expect(mostInFlight).toBeLessThanOrEqual(16);
 
     const client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
     const status = await waitFor(
