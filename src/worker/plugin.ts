@@ -74,6 +74,8 @@ interface Setup {
   activities: SideEffectActivities;
   client: Client;
   namespace: string;
+  /** Why the Worker's prebuilt bundle cannot run ReconcileWorkflow, once the check answered. */
+  workflows: Promise<Error | undefined>;
 }
 
 /**
@@ -86,7 +88,8 @@ interface Setup {
  *
  * Your own `workflowsPath` must re-export the library's workflows
  * (`export { ReconcileWorkflow } from 'sideeffect/workflows'`), because a task
- * queue runs one bundle; `Worker.create` fails when it does not, and when the
+ * queue runs one bundle; `Worker.create` fails when it does not (with a prebuilt
+ * `workflowBundle`, `worker.run()` does, before the sweeper starts), and when the
  * plugin's `client` is on another namespace than the Worker. Use one plugin
  * instance per Worker.
  *
@@ -115,7 +118,8 @@ export class SideEffectPlugin implements WorkerPlugin {
     return this.#configured().client;
   }
 
-  async configureWorker(options: WorkerOptions): Promise<WorkerOptions> {
+  // Synchronous: SDKs before 1.18 do not await this hook.
+  configureWorker(options: WorkerOptions): WorkerOptions {
     const {
       client: given,
       taskQueue,
@@ -163,13 +167,12 @@ export class SideEffectPlugin implements WorkerPlugin {
     const own: object = options.activities ?? {};
     const clash = Object.keys(activities).filter((name) => Object.hasOwn(own, name));
     if (clash.length > 0) throw new ActivityNameClashError(clash);
-    const workflows = await reconcileWorkflowChecked(options);
-    this.#setup = { activities, client, namespace };
+    this.#setup = { activities, client, namespace, workflows: bundleChecked(options) };
     return {
       ...lifecycleDefaults(this.#options.ttlMs),
       ...definedOnly(options),
       activities: { ...own, ...activities },
-      ...workflows,
+      ...workflowOptions(options),
     };
   }
 
@@ -181,10 +184,11 @@ export class SideEffectPlugin implements WorkerPlugin {
 
   async runWorker(worker: Worker, next: (worker: Worker) => Promise<void>): Promise<void> {
     const setup = this.#configured();
+    const wrongBundle = await setup.workflows;
     const running = next(worker);
     // Awaited below; until then a fatal worker error must not count as an unhandled rejection.
     running.catch(() => {});
-    const refused = await this.#checkSearchAttributes(setup);
+    const refused = wrongBundle ?? (await this.#checkSearchAttributes(setup));
     if (refused) {
       worker.shutdown();
       await running.catch(() => {});
@@ -242,20 +246,27 @@ export class SideEffectPlugin implements WorkerPlugin {
 }
 
 /**
- * The workflow options that make sure ReconcileWorkflow runs on this Worker, checked before it
- * polls: a prebuilt bundle now, the host's module when webpack bundles it, else the library's own.
+ * The workflow options that make sure ReconcileWorkflow runs on this Worker: the host's module is
+ * checked while webpack bundles it (Worker.create fails), else the library's own module runs.
  */
-async function reconcileWorkflowChecked(options: WorkerOptions): Promise<Partial<WorkerOptions>> {
-  if (options.workflowBundle) {
-    if (!(await bundleRunsReconcile(options.workflowBundle)))
-      throw missingReconcileWorkflow("the Worker's workflowBundle");
-    return {};
-  }
+function workflowOptions(options: WorkerOptions): Partial<WorkerOptions> {
+  if (options.workflowBundle) return {};
   if (options.workflowsPath)
     return {
       bundlerOptions: requireReconcileExport(options.bundlerOptions, options.workflowsPath),
     };
   return { workflowsPath: defaultWorkflowsPath };
+}
+
+/**
+ * A prebuilt bundle is checked by replaying one ReconcileWorkflow start, started here and
+ * awaited when the Worker runs, which then stops at once instead of failing a task in a loop.
+ */
+async function bundleChecked(options: WorkerOptions): Promise<Error | undefined> {
+  if (!options.workflowBundle) return undefined;
+  return (await bundleRunsReconcile(options.workflowBundle))
+    ? undefined
+    : missingReconcileWorkflow("the Worker's workflowBundle");
 }
 
 /** The options the host set, so an option left `undefined` does not hide a default under it. */

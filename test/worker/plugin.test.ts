@@ -145,7 +145,7 @@ describe('SideEffectPlugin', () => {
     expect((refused as Error).message).toContain(`"${TEMPORAL_NAMESPACE}"`);
   });
 
-  it('refuses workflows without ReconcileWorkflow at Worker.create, naming the re-export', async () => {
+  it('refuses workflows without ReconcileWorkflow before they run, naming the re-export', async () => {
     const workflowsPath = fileURLToPath(
       new URL('./workflows-without-reconcile.ts', import.meta.url),
     );
@@ -164,8 +164,11 @@ describe('SideEffectPlugin', () => {
     expect(fromPath).toBeInstanceOf(InvalidActionError);
     expect((fromPath as Error).message).toContain(workflowsPath);
     expect((fromPath as Error).message).toContain(fix);
+    // A prebuilt bundle is checked by the time the Worker runs: run() fails at once.
     const bundle = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
-    const fromBundle = await create({ workflowBundle: bundle });
+    const withBundle = await create({ workflowBundle: bundle });
+    expect(withBundle).toBeInstanceOf(Worker);
+    const fromBundle = await (withBundle as Worker).run().catch((error: unknown) => error);
     expect(fromBundle).toBeInstanceOf(InvalidActionError);
     expect((fromBundle as Error).message).toContain(fix);
     // The same module with the re-export passes both checks.
