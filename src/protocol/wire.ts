@@ -150,6 +150,8 @@ export interface RejectedResolve {
   error: string;
   /** Set when `input` was cut: the length of the whole input's JSON. */
   inputChars?: number;
+  /** The signal refused when it was not `resolve` (say a malformed `subscribe` sent from the UI). */
+  signal?: string;
 }
 
 /** The `status` query's answer. */
@@ -191,10 +193,23 @@ export const resolveSignal = defineSignal<[ResolveInput]>('resolve');
 export const resolveUpdate = defineUpdate<ReconcileResolution, [ResolveInput]>('resolve');
 /** Where a reconcile stands, with the refused signals: what an operator looks at in the UI's Queries tab. */
 export const statusQuery = defineQuery<ReconcileStatus>('status');
-/** Sent by `ensureReconcile` (signal-with-start) so the waiting workflow is told the verdict. */
+/**
+ * Internal: sent by `ensureReconcile` (signal-with-start) so the waiting workflow is told the
+ * verdict. Validated like `resolve`: a malformed one is kept in `status.rejected` and ignored.
+ */
 export const subscribeSignal = defineSignal<[Subscription]>('subscribe');
-/** The verdict, sent to every subscribed workflow; `sideEffect()` waits for it. */
+/**
+ * Internal: sent to every subscribed workflow once the key is decided; `sideEffect()` waits for
+ * it. A prompt only: the waiting workflow reads the verdict from the store, so a forged one
+ * decides nothing.
+ */
 export const reconciledSignal = defineSignal<[Reconciled]>('reconciled');
+/**
+ * Asks a waiting ReconcileWorkflow to read its key from the store now instead of at its next
+ * reminder, and to end if the key was decided there (say by `sideeffect resolve` in the store
+ * only). Carries nothing; whatever it carries is ignored.
+ */
+export const recheckSignal = defineSignal<[]>('recheck');
 
 /**
  * Activity types of the library's own activities, prefixed so they cannot

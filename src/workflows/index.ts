@@ -19,6 +19,7 @@ export {
   type ReconcileStatus,
   type RejectedResolve,
   type ResolveInput,
+  recheckSignal,
   reconcileWorkflowId,
   resolveSignal,
   resolveUpdate,

@@ -25,6 +25,7 @@ import {
   TIME_TO_RESOLUTION_METRIC,
 } from '../protocol/metrics.js';
 import { resolveInputError } from '../protocol/resolve-input.js';
+import { subscriptionError } from '../protocol/signal-input.js';
 import {
   CLI_UPDATE_ID_PREFIX,
   legacyActivityNames,
@@ -39,9 +40,11 @@ import {
   type ReconcileStatus,
   type RejectedResolve,
   type ResolveInput,
+  recheckSignal,
   reconciledSignal,
   resolveSignal,
   resolveUpdate,
+  type Subscription,
   searchAttributeKeys,
   statusQuery,
   subscribeSignal,
@@ -74,6 +77,13 @@ const CONTINUE_AS_NEW_AFTER_BYTES = 1024 * 1024;
 export const SIZE_LIMIT_PATCH = 'sideeffect-resolve-size-limit';
 /** Marks runs that may continue as new; histories recorded before it never do, so they replay unchanged. */
 export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
+/**
+ * Marks runs that read their key from the store on every reminder and on a `recheck` signal, and
+ * end once it is decided there: a verdict recorded by any path (the CLI's store-only fallback, a
+ * direct `resolveUncertain`) no longer leaves them waiting forever. Histories recorded before it
+ * replay their reminders as plain log lines.
+ */
+export const RECHECK_STORE_PATCH = 'sideeffect-reconcile-recheck-store';
 
 type InspectKey = (key: string) => Promise<Verdict | null>;
 type ResolveKey = (
@@ -138,7 +148,9 @@ function keptInput(raw: unknown): Pick<RejectedResolve, 'input' | 'inputChars'> 
 const RESOLVE_SIGNAL_DESCRIPTION =
   'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "..."} or {"applied": false, "reason": "...", "by": "..."}. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
 const SUBSCRIBE_SIGNAL_DESCRIPTION =
-  'Sent by sideEffect() in a workflow waiting on this key, to be told the verdict. Not for people.';
+  'Internal, not for people: sent by sideEffect() in a workflow waiting on this key, to be told the verdict. A malformed one is listed by the status query and ignored.';
+const RECHECK_SIGNAL_DESCRIPTION =
+  'Read the key from the store now and end if it was decided there (sent by `sideeffect resolve` after recording a verdict in the store). Takes no input; harmless to send.';
 const STATUS_QUERY_DESCRIPTION =
   'Where this reconcile stands: key, resource, reason, fence, state, and the refused resolve signals with why.';
 const RESOLVE_UPDATE_DESCRIPTION =
@@ -197,21 +209,41 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   // The first wait of a continued run keeps the reminder the previous run had scheduled.
   let remindAt = carried?.remindAt;
 
-  const refuse = (raw: unknown, error: string): void => {
-    rejected.push({ at: new Date().toISOString(), ...keptInput(raw), error });
+  let recheckAsked = false;
+
+  const refuse = (raw: unknown, error: string, signal?: string): void => {
+    rejected.push({
+      at: new Date().toISOString(),
+      ...keptInput(raw),
+      error,
+      ...(signal ? { signal } : {}),
+    });
     if (rejected.length > MAX_REJECTED) rejected.shift();
-    log.warn('resolve refused; still waiting', { key, error });
+    log.warn(`${signal ?? 'resolve'} refused; still waiting`, { key, error });
   };
 
   setHandler(
     subscribeSignal,
-    (subscription) => {
+    (raw: unknown) => {
+      const error = subscriptionError(raw);
+      if (error) {
+        refuse(raw, error, 'subscribe');
+        return;
+      }
+      const subscription = raw as Subscription;
       subscribers.add(subscription.workflowId);
       // A reconcile started by the sweeper does not know the effect; its first subscriber does.
       if (!probeFor && subscription.probe && subscription.effect)
         probeFor = { effect: subscription.effect, input: subscription.input };
     },
     { description: SUBSCRIBE_SIGNAL_DESCRIPTION },
+  );
+  setHandler(
+    recheckSignal,
+    () => {
+      recheckAsked = true;
+    },
+    { description: RECHECK_SIGNAL_DESCRIPTION },
   );
   setHandler(
     resolveSignal,
@@ -349,16 +381,27 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     const pending = () => offer !== undefined || (probeFor !== undefined && !probed);
     const dueIn = remindAt === undefined ? remindEveryMs : Math.max(remindAt - Date.now(), 1);
     remindAt = Date.now() + dueIn;
-    const woken = await condition(() => pending() || handOver(), dueIn);
-    if (!woken) {
-      log.warn('side effect outcome still uncertain: waiting for a resolve signal', {
-        key,
-        resource,
-        reason,
-        waitingSince,
-        workflowId: workflowInfo().workflowId,
-      });
-      remindAt = undefined;
+    const woken = await condition(() => pending() || recheckAsked || handOver(), dueIn);
+    if (!woken || (recheckAsked && !pending())) {
+      const reminder = !woken;
+      recheckAsked = false;
+      if (patched(RECHECK_STORE_PATCH)) {
+        const decided = await store.inspectKey(key);
+        if (decided) {
+          resolution = { key, ...decided, reason: 'decided in the store', decidedBy: 'store' };
+          continue;
+        }
+      }
+      if (reminder) {
+        log.warn('side effect outcome still uncertain: waiting for a resolve signal', {
+          key,
+          resource,
+          reason,
+          waitingSince,
+          workflowId: workflowInfo().workflowId,
+        });
+        remindAt = undefined;
+      }
       continue;
     }
     if (pending() || !handOver()) {
@@ -367,7 +410,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     }
     // Signals and Updates still running would be lost with this run: let them finish first.
     await condition(allHandlersFinished);
-    if (pending()) continue;
+    if (pending() || recheckAsked) continue;
     const next: ReconcileCarried = {
       waitingSince,
       subscribers: [...subscribers],

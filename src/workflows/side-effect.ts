@@ -3,6 +3,7 @@ import {
   type ActivityOptions,
   ApplicationFailure,
   condition,
+  log,
   patched,
   proxyActivities,
   setHandler,
@@ -10,6 +11,7 @@ import {
   TemporalFailure,
 } from '@temporalio/workflow';
 import { SideEffectFailureType } from '../protocol/failures.js';
+import { reconciledError } from '../protocol/signal-input.js';
 import {
   DEFAULT_EFFECT_TIMEOUT_MS,
   type EffectRequest,
@@ -139,6 +141,18 @@ const reconcileActivities = proxyActivities<
   Record<string, (request: EnsureReconcileRequest) => Promise<EnsureReconcileResponse>>
 >({ startToCloseTimeout: '1 minute' });
 
+type InspectKey = (key: string) => Promise<Verdict | null>;
+const storeActivities = proxyActivities<Record<string, InspectKey>>({
+  startToCloseTimeout: '1 minute',
+});
+
+/**
+ * Marks callers that treat a `reconciled` signal as a prompt to read the key from the store (an
+ * activity) instead of returning its payload, so a forged signal cannot complete a call the store
+ * still holds uncertain. Histories recorded before it return the signalled verdict on replay.
+ */
+export const RECONCILED_READS_STORE_PATCH = 'sideeffect-reconciled-reads-store';
+
 /** Marks callers that recheck with backoff and without re-subscribing; histories recorded before it replay the old loop. */
 export const RECHECK_PATCH = 'sideeffect-recheck-backoff';
 /** Rechecks never space out beyond this (unless `recheckEvery` itself is longer). */
@@ -148,12 +162,25 @@ const MAX_RECHECK_MS = 24 * 60 * 60 * 1000;
 const verdicts = new Map<string, Verdict>();
 let listening = false;
 
+const RECONCILED_SIGNAL_DESCRIPTION =
+  'Internal, not for people: sent by the ReconcileWorkflow when the key is decided. Only a prompt: the verdict is read from the store, a malformed one is logged and ignored.';
+
 function listen(): void {
   if (listening) return;
   listening = true;
-  setHandler(reconciledSignal, ({ key, applied, result }: Reconciled) => {
-    verdicts.set(key, applied ? { applied, result } : { applied });
-  });
+  setHandler(
+    reconciledSignal,
+    (raw: unknown) => {
+      const error = reconciledError(raw);
+      if (error) {
+        log.warn('reconciled signal refused', { error });
+        return;
+      }
+      const { key, applied, result } = raw as Reconciled;
+      verdicts.set(key, applied ? { applied, result } : { applied });
+    },
+    { description: RECONCILED_SIGNAL_DESCRIPTION },
+  );
 }
 
 /**
@@ -276,17 +303,22 @@ async function awaitVerdict(
     verdicts.delete(request.key);
     return verdict;
   };
-  const ensureReconcile =
-    reconcileActivities[
-      patched(namespacedActivitiesPatch)
-        ? libraryActivityNames.ensureReconcile
-        : legacyActivityNames.ensureReconcile
-    ]!;
+  const names = patched(namespacedActivitiesPatch) ? libraryActivityNames : legacyActivityNames;
+  const ensureReconcile = reconcileActivities[names.ensureReconcile]!;
   const first = await ensureReconcile(request);
   if (first.verdict) return first.verdict;
   let wait: Duration = recheckEvery;
   for (;;) {
-    if (await condition(() => verdicts.has(request.key), wait)) return delivered()!;
+    if (await condition(() => verdicts.has(request.key), wait)) {
+      const signalled = delivered()!;
+      if (!patched(RECONCILED_READS_STORE_PATCH)) return signalled;
+      const stored = await (storeActivities[names.inspectKey] as InspectKey)(request.key);
+      if (stored) return stored;
+      log.warn('reconciled signal, but the store still holds the key uncertain: still waiting', {
+        key: request.key,
+      });
+      continue;
+    }
     const backoff = patched(RECHECK_PATCH);
     const { verdict } = await ensureReconcile(backoff ? { ...request, recheck: true } : request);
     if (verdict) return verdict;
