@@ -4,7 +4,9 @@
  * operator opens that ReconcileWorkflow in the UI (headless Chromium), pastes the verdict exactly
  * as the demo prints it into the "Send a Signal" form through the clipboard, clicks Submit once,
  * and the decision flows back: the ReconcileWorkflow completes with it, the caller returns the recorded result without applying again, and the Postgres store
- * records the key as done with that result.
+ * records the key as done with that result. Before that, the operator mistakenly sends the
+ * internal `subscribe` and `reconciled` signals from the UI's lists with a `null` input: both are
+ * refused, and both workflows keep running and still resolve.
  *
  * Needs: the dev server (UI on :8233 with write actions enabled), Postgres, /usr/bin/chromium.
  */
@@ -228,6 +230,44 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     });
     expect(text.split('\n')).toEqual(expect.arrayContaining(pasteable.split('\n')));
     expect(pasteable.split('\n').length).toBeGreaterThan(5);
+
+    // A person picks the internal signals from the UI's lists by mistake, with input neither
+    // handler can use: both are refused and neither workflow fails a task.
+    const misfired = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    try {
+      for (const [workflowId, name] of [
+        [reconcile.workflowId, 'subscribe'],
+        [caller.workflowId, 'reconciled'],
+      ] as const) {
+        await openWorkflow(misfired, workflowId);
+        const dialog = await openSignalForm(misfired);
+        expect(await chooseSignal(dialog, name)).toMatch(
+          new RegExp(`^${name}\\s+Internal, not for people`),
+        );
+        await pasteSignalInput(dialog, 'null');
+        await submitSignal(misfired, dialog);
+      }
+    } catch (error) {
+      const file = await screenshot(misfired, 'ui-misfire-failure.png').catch(() => 'none');
+      throw new Error(`driving the UI failed (screenshot: ${file})`, { cause: error });
+    } finally {
+      await misfired.close();
+    }
+    const refused = await waitFor(
+      async () => {
+        const status = await reconcile.query(statusQuery);
+        return status.rejected.length > 0 ? status : undefined;
+      },
+      () => 'the malformed subscribe to be refused',
+    );
+    expect(refused.rejected).toMatchObject([{ signal: 'subscribe', input: null }]);
+    expect(refused.state).toBe('waiting');
+    const taskFailures = async (handle: WorkflowHandle) =>
+      ((await handle.fetchHistory()).events ?? []).filter(
+        (event) => event.workflowTaskFailedEventAttributes,
+      ).length;
+    expect(await taskFailures(caller)).toBe(0);
+    expect(await taskFailures(reconcile)).toBe(0);
 
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     try {
