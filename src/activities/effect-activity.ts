@@ -11,6 +11,7 @@ import type { EffectRequest, EffectResponse, ProbeAnswer } from '../protocol/wir
 import { KeyedGate } from '../syncx/index.js';
 import type { AnyEffect, SideEffectDefinition } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
+import { resultError } from './result-check.js';
 
 /** What every effect activity shares: the Runner over the store, the lease TTL, the floor of a contended retry. */
 export interface EffectActivityContext {
@@ -209,12 +210,19 @@ export function probeActivity(effect: AnyEffect, store: Store) {
     });
     if (answer === undefined || answer === null) return null;
     if (!answer.applied) return { applied: false };
-    // The answer becomes the recorded result: refuse what could not be replayed.
+    // The answer becomes the recorded result: refuse what could not be replayed, or what the
+    // effect's callers could not use; the reconcile then waits for a person.
     try {
       encodeJson(answer.result);
     } catch (error) {
       throw nonRetryable(SideEffectFailureType.InvalidResult, error);
     }
+    const invalid = await resultError(effect, answer.result);
+    if (invalid !== undefined)
+      throw nonRetryable(
+        SideEffectFailureType.InvalidResult,
+        `probe answer refused by the effect's result check: ${invalid}`,
+      );
     return { applied: true, result: answer.result };
   };
 }

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Fence, Lease, RetrySafety } from '../core/types.js';
 import type { ProbeAnswer } from '../protocol/wire.js';
+import type { ResultCheck } from './result-check.js';
 
 /** What an effect's apply gets: the fence for every downstream write, and a signal that fires on lease loss or activity cancellation. */
 export interface EffectContext<P> {
@@ -67,6 +68,15 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
   /** The side effect. Returns a JSON-serialisable result, recorded and replayed byte for byte. */
   apply(input: I, context: EffectContext<P>): Promise<R>;
   /**
+   * How to check a result this apply did not return itself: a person's `applied: true` verdict
+   * (signal, Update, `sideeffect resolve`) and a probe's answer are refused, with the reason and
+   * before anything is recorded, unless their result passes. `'void'` for an effect that returns
+   * nothing, a Standard Schema value (a zod or valibot schema), or a function. Judged by the
+   * worker that records the verdict (the reconcile activities), since workflow code cannot run it.
+   * @default no check: any JSON result is recorded
+   */
+  result?: ResultCheck;
+  /**
    * Asks the downstream whether `key` took effect, so an uncertain key is
    * reconciled without a person. Answer `undefined` when it cannot tell.
    * @default none: every uncertain key waits for a person
@@ -104,6 +114,7 @@ export interface TransactionalEffectDefinition<I = unknown, R = unknown, Tx = pg
   prepare?: never;
   probe?: never;
   retrySafety?: never;
+  result?: never;
 }
 
 /** Any effect, as the registry holds them. */

@@ -28,6 +28,7 @@ export {
   type TransactionalEffectDefinition,
 } from './effect.js';
 export type { ReconcileActivities, SweepAndReconcileReport } from './reconcile-activities.js';
+export type { ResultCheck, StandardSchemaLike, StandardSchemaResult } from './result-check.js';
 
 type Activity = (...args: never[]) => Promise<unknown>;
 

@@ -20,6 +20,7 @@ import { fanInLimit } from '../syncx/index.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
+import { resultError } from './result-check.js';
 
 /**
  * ReconcileWorkflow starts a sweep has in flight at once: one after another, a backlog of 200
@@ -41,8 +42,17 @@ export interface ReconcileActivities {
   ensureReconcile(request: EnsureReconcileRequest): Promise<EnsureReconcileResponse>;
   /** The store's verdict on the key, or null while it is still uncertain. */
   inspectKey(key: string): Promise<Verdict | null>;
-  /** Records a verdict; `decided: false` when the store had already decided (first resolution wins), with that verdict. */
-  resolveKey(key: string, resolution: ResolveInput): Promise<Verdict & { decided: boolean }>;
+  /**
+   * Records a verdict; `decided: false` when the store had already decided (first resolution
+   * wins), with that verdict. With `effect` named, an applied verdict whose result fails the
+   * effect's `result` check is refused (non-retryable SideEffectInvalidAction) before the store is
+   * touched.
+   */
+  resolveKey(
+    key: string,
+    resolution: ResolveInput,
+    about?: { effect?: string },
+  ): Promise<Verdict & { decided: boolean }>;
   /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none (claimed in the store, so once per key and episode). */
   sweepAndReconcile(): Promise<SweepAndReconcileReport>;
 }
@@ -107,7 +117,16 @@ export function reconcileActivities({
       return verdictOf(await inspect(key)) ?? null;
     },
 
-    async resolveKey(key, resolution) {
+    async resolveKey(key, resolution, about) {
+      const effect = about?.effect;
+      if (resolution.applied && effect !== undefined) {
+        const error = await resultError(effects[effect], resolution.result);
+        if (error !== undefined)
+          throw nonRetryable(
+            SideEffectFailureType.InvalidAction,
+            `result refused by effect "${effect}": ${error}`,
+          );
+      }
       try {
         const outcome = await store.resolveUncertain(key, {
           applied: resolution.applied,

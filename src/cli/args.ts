@@ -143,6 +143,13 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
       if (values.result !== undefined && !values.applied) {
         throw new UsageError('--result only goes with --applied', help);
       }
+      // A default would record `null` for an effect whose callers expect a value, for good.
+      if (values.applied && values.result === undefined) {
+        throw new UsageError(
+          '--applied needs --result JSON: what the effect returned (--result null for an effect that returns nothing)',
+          help,
+        );
+      }
       let result: unknown = null;
       if (typeof values.result === 'string') {
         try {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { NotUncertainError, StaleVerdictError } from '../core/errors.js';
+import { InvalidActionError, NotUncertainError, StaleVerdictError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
@@ -47,8 +47,8 @@ export async function resolveKey(options: {
         });
       return report('workflow', input, final, sameVerdict(input, final));
     } catch (error) {
-      const stale = staleVerdict(key, error);
-      if (stale) throw stale;
+      const refused = staleVerdict(key, error) ?? invalidVerdict(error);
+      if (refused) throw refused;
       // The workflow closed between the check and the update: the store has the verdict.
       if (await isRunning(client, key)) throw error;
     }
@@ -94,6 +94,17 @@ function staleVerdict(key: string, error: unknown): StaleVerdictError | undefine
     details.currentFence ?? Number.NaN,
     details.state ?? 'unknown',
   );
+}
+
+/**
+ * The ReconcileWorkflow refused the verdict as invalid (say its result fails the effect's result
+ * check): nothing was recorded, and the store must not be tried instead.
+ */
+function invalidVerdict(error: unknown): InvalidActionError | undefined {
+  const cause = error instanceof WorkflowUpdateFailedError ? error.cause : undefined;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== SideEffectFailureType.InvalidAction)
+    return undefined;
+  return new InvalidActionError('verdict', `${cause.message}; nothing was recorded`);
 }
 
 async function isRunning(client: Client, key: string): Promise<boolean> {

@@ -22,7 +22,7 @@ Commands:
                                --print-sql prints the SQL instead, for your own migration tool
   list [--state S] [--limit N] keys, newest change first (S: free|held|applying|done|uncertain)
   show <key>                   state, fence, result, reason and the event history of a key
-  resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME] [--fence N]
+  resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N]
                                decide an uncertain key (through its ReconcileWorkflow if one runs)
   resolve --resource R --applied|--not-applied --reason TEXT [--older-than D] [--newer-than D] [--dry-run]
   resolve --from-file verdicts.jsonl [--by NAME] [--dry-run]
@@ -56,10 +56,12 @@ Lists keys, newest change first (default limit 50).`,
   show: `Usage: sideeffect show <key> [--json]
 
 Shows a key's state, fence, result, reason and every transition with who made it and why.`,
-  resolve: `Usage: sideeffect resolve <key> --applied|--not-applied --reason TEXT [--result JSON] [--by NAME] [--fence N] [--json]
+  resolve: `Usage: sideeffect resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N] [--json]
 
 Decides an uncertain key after you checked the downstream.
-  --applied       it took effect; --result is the JSON the workflow will get (default null)
+  --applied       it took effect; --result (required) is the JSON the workflow will get,
+                  null for an effect that returns nothing. A worker checks it against the
+                  effect's declared result check and refuses a bad one before recording it
   --not-applied   it did not; the waiting workflow runs the effect again
   --fence N       the episode you checked: the key's fence while uncertain (sideeffect show).
                   If the key was since re-applied and became uncertain again, your verdict is

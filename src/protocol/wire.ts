@@ -131,6 +131,8 @@ export interface ReconcileCarried {
   remindAt: number;
   /** How many runs came before this one. */
   runs: number;
+  /** The effect learned from a subscriber, whose result check judges verdicts. */
+  effect?: string;
 }
 
 /** How a reconcile ended; the ReconcileWorkflow's result and the Update's answer. */

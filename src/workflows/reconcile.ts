@@ -84,11 +84,18 @@ export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
  * replay their reminders as plain log lines.
  */
 export const RECHECK_STORE_PATCH = 'sideeffect-reconcile-recheck-store';
+/**
+ * Marks runs that name the effect when they record a verdict, so the worker checks its result
+ * against the effect's declared `result` check before the store is touched. Histories recorded
+ * before it schedule the store activity with the verdict alone.
+ */
+export const VERDICT_CHECK_PATCH = 'sideeffect-verdict-result-check';
 
 type InspectKey = (key: string) => Promise<Verdict | null>;
 type ResolveKey = (
   key: string,
   resolution: ResolveInput,
+  about?: { effect?: string },
 ) => Promise<Verdict & { decided: boolean }>;
 const storeActivities = proxyActivities<Record<string, InspectKey | ResolveKey>>({
   startToCloseTimeout: '1 minute',
@@ -203,6 +210,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   let probeFor =
     carried?.probe ?? (input.probe && effect ? { effect, input: input.input } : undefined);
   let probed = carried?.probe?.done ?? false;
+  // Whose result check judges a verdict: from the input, else the first subscriber that names it.
+  let knownEffect = effect ?? carried?.effect;
   let offer: Offer | undefined;
   let resolution: ReconcileResolution | undefined;
   let decidedBy: DecidedByLabel = 'store';
@@ -232,6 +241,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       }
       const subscription = raw as Subscription;
       subscribers.add(subscription.workflowId);
+      knownEffect ??= subscription.effect;
       // A reconcile started by the sweeper does not know the effect; its first subscriber does.
       if (!probeFor && subscription.probe && subscription.effect)
         probeFor = { effect: subscription.effect, input: subscription.input };
@@ -269,7 +279,12 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
         via: 'update',
         channel: cli ? 'cli' : 'update',
       };
-      offer ??= mine;
+      // Behind a verdict still on its way to the store: if that one is refused, this one is next
+      // (taking no turn would leave this Update waiting for a resolution that never comes).
+      if (offer !== undefined)
+        await condition(() => offer === undefined || resolution !== undefined);
+      if (resolution) return resolution;
+      offer = mine;
       await condition(() => resolution !== undefined || mine.refused !== undefined);
       if (resolution) return resolution;
       throw ApplicationFailure.create({
@@ -353,14 +368,16 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     if (offer) {
       state = 'resolving';
       const current = offer;
+      // A verdict judges this run's episode unless it names one itself.
+      const judged =
+        current.resolution.fence === undefined && input.fence !== undefined
+          ? { ...current.resolution, fence: input.fence }
+          : current.resolution;
       try {
-        const { decided, ...verdict } = await store.resolveKey(
-          key,
-          // A verdict judges this run's episode unless it names one itself.
-          current.resolution.fence === undefined && input.fence !== undefined
-            ? { ...current.resolution, fence: input.fence }
-            : current.resolution,
-        );
+        const { decided, ...verdict } =
+          patched(VERDICT_CHECK_PATCH) && knownEffect !== undefined
+            ? await store.resolveKey(key, judged, { effect: knownEffect })
+            : await store.resolveKey(key, judged);
         resolution = decided
           ? { key, ...verdict, ...describe(current) }
           : { key, ...verdict, reason: 'already decided in the store', decidedBy: 'store' };
@@ -418,6 +435,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       remindAt,
       runs: runs + 1,
       ...(probeFor ? { probe: { ...probeFor, done: probed } } : {}),
+      ...(knownEffect === undefined ? {} : { effect: knownEffect }),
     };
     await continueAsNew<typeof ReconcileWorkflow>({ ...input, carried: next });
   }

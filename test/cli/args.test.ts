@@ -119,6 +119,7 @@ describe('sideeffect command line', () => {
     [['resolve', 'k', '--applied', '--not-applied', '--reason', 'x'], /exactly one of/],
     [['resolve', 'k', '--applied'], /--reason is required/],
     [['resolve', 'k', '--applied', '--reason', '   '], /--reason is required/],
+    [['resolve', 'k', '--applied', '--reason', 'x'], /--applied needs --result JSON/],
     [
       ['resolve', 'k', '--applied', '--reason', 'x', '--result', '{oops'],
       /--result is not valid JSON/,

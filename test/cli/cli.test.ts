@@ -1,11 +1,17 @@
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { environment, main } from '../../src/cli/main.js';
+import { defineEffect } from '../../src/activities/index.js';
 import { encodeJson, Runner } from '../../src/core/index.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import {
   ReconcileWorkflow,
   reconcileWorkflowId,
   resolveSignal,
+  resolveUpdate,
   statusQuery,
 } from '../../src/workflows/index.js';
 import { type CliRun, runCli } from '../support/cli.js';
@@ -275,17 +281,43 @@ describe('sideeffect CLI against Postgres', () => {
   });
 });
 
+/** A hand-made Standard Schema: what zod or valibot hand over, without depending on either. */
+const receipt = {
+  '~standard': {
+    version: 1 as const,
+    vendor: 'test',
+    validate: (value: unknown) =>
+      typeof value === 'object' &&
+      value !== null &&
+      typeof (value as { id?: unknown }).id === 'string'
+        ? { value }
+        : { issues: [{ message: 'expected a string', path: ['id'] }] },
+  },
+};
+const effects = {
+  charge: defineEffect({
+    resource: (input: { card: string }) => input.card,
+    apply: async () => ({ id: 'never-run' }),
+    result: receipt,
+  }),
+  notify: defineEffect({
+    resource: (input: { to: string }) => input.to,
+    apply: async () => null,
+    result: 'void',
+  }),
+};
+
 describe('sideeffect resolve racing the UI signal', () => {
   beforeAll(async () => {
-    harness = await startHarness('cli', { store, effects: {}, ttlMs: 30_000 });
+    harness = await startHarness('cli', { store, effects, ttlMs: 30_000 });
   });
 
-  async function waitingReconcile() {
+  async function waitingReconcile(effect?: keyof typeof effects) {
     const { key, resource } = await uncertainKey();
     const handle = await harness.client.workflow.start(ReconcileWorkflow, {
       taskQueue: harness.taskQueue,
       workflowId: reconcileWorkflowId(key),
-      args: [{ key, resource, reason: 'gateway timeout' }],
+      args: [{ key, resource, reason: 'gateway timeout', ...(effect ? { effect } : {}) }],
     });
     await harness.waitForReconcile(key, 'waiting');
     return { key, handle };
@@ -300,6 +332,8 @@ describe('sideeffect resolve racing the UI signal', () => {
       'resolve',
       key,
       '--applied',
+      '--result',
+      'null',
       '--reason',
       'I think it went through',
       '--json',
@@ -340,7 +374,18 @@ describe('sideeffect resolve racing the UI signal', () => {
   it('both at once: exactly one wins and the store agrees with the workflow', async () => {
     const { key, handle } = await waitingReconcile();
     const [ran, signalled] = await Promise.all([
-      cli(['resolve', key, '--applied', '--reason', 'cli verdict', '--by', 'ann', '--json']),
+      cli([
+        'resolve',
+        key,
+        '--applied',
+        '--result',
+        'null',
+        '--reason',
+        'cli verdict',
+        '--by',
+        'ann',
+        '--json',
+      ]),
       handle.signal(resolveSignal, { applied: false, reason: 'ui verdict', by: 'ui:bob' }).then(
         () => true,
         () => false,
@@ -355,5 +400,80 @@ describe('sideeffect resolve racing the UI signal', () => {
     if (!report.won) expect(rejected).toEqual([]);
     expect(ran.code).toBe(report.won ? 0 : 1);
     expect((await store.inspect(key))?.state).toBe(resolution.applied ? 'done' : 'free');
+  });
+
+  it("a verdict whose result fails the effect's result check is refused by the CLI, --from-file, the signal and the Update, before anything is recorded", async () => {
+    const { key, handle } = await waitingReconcile('charge');
+    const cliRun = await cli([
+      'resolve',
+      key,
+      '--applied',
+      '--result',
+      '{"id": 7}',
+      '--reason',
+      'seen',
+    ]);
+    expect(cliRun.code).toBe(1);
+    expect(cliRun.stderr).toMatch(
+      /result refused by effect "charge": id: expected a string; nothing was recorded/,
+    );
+
+    const file = path.join(tmpdir(), `verdicts-${process.pid}-${Date.now()}.jsonl`);
+    await writeFile(file, `${JSON.stringify({ key, applied: true, reason: 'seen' })}\n`);
+    const batch = await cli(['resolve', '--from-file', file, '--json']);
+    expect(batch.code).toBe(1);
+    expect(JSON.parse(batch.stdout).refused).toMatchObject([
+      {
+        key,
+        code: 'INVALID_ACTION',
+        message: expect.stringContaining('result refused by effect "charge"'),
+      },
+    ]);
+
+    await handle.signal(resolveSignal, { applied: true, result: null, reason: 'seen', by: 'ui' });
+    await expect(
+      handle.executeUpdate(resolveUpdate, {
+        args: [{ applied: true, result: { id: ['x'] }, reason: 'seen', by: 'api' }],
+      }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
+    const { rejected, state } = await handle.query(statusQuery);
+    expect(state).toBe('waiting');
+    expect(rejected.map((r) => r.error)).toEqual([
+      expect.stringContaining('result refused by effect "charge"'),
+      expect.stringContaining('result refused by effect "charge"'),
+      expect.stringContaining('result refused by effect "charge"'),
+      expect.stringContaining('result refused by effect "charge"'),
+    ]);
+    expect((await store.inspect(key))?.state).toBe('uncertain');
+
+    const good = await cli([
+      'resolve',
+      key,
+      '--applied',
+      '--result',
+      '{"id": "ch_9"}',
+      '--reason',
+      'seen',
+    ]);
+    expect(good.code, good.stderr).toBe(0);
+    expect(await handle.result()).toMatchObject({ applied: true, result: { id: 'ch_9' } });
+  });
+
+  it('a void effect takes only a null result', async () => {
+    const { key, handle } = await waitingReconcile('notify');
+    const refused = await cli([
+      'resolve',
+      key,
+      '--applied',
+      '--result',
+      '{"sent": true}',
+      '--reason',
+      'seen',
+    ]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/returns nothing/);
+    const ran = await cli(['resolve', key, '--applied', '--result', 'null', '--reason', 'seen']);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(await handle.result()).toMatchObject({ applied: true, result: null });
   });
 });

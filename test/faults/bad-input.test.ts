@@ -303,8 +303,8 @@ describe('bad input changes nothing', () => {
       [1, ['resolve', LONG_KEY, '--not-applied', '--reason', 'x']],
       [1, ['resolve', SQL_KEY, '--not-applied', '--reason', 'x']],
       [1, ['show', SQL_KEY]],
-      [1, ['resolve', 'bad/nope', '--applied', '--reason', 'x']],
-      [1, ['resolve', free.key, '--applied', '--reason', 'x']],
+      [1, ['resolve', 'bad/nope', '--applied', '--result', 'null', '--reason', 'x']],
+      [1, ['resolve', free.key, '--applied', '--result', 'null', '--reason', 'x']],
       [1, ['resolve', done.key, '--not-applied', '--reason', 'a conflicting second verdict']],
     ];
     for (const [expected, args] of cases) {

@@ -1,0 +1,84 @@
+import type { AnyEffect } from './effect.js';
+
+/**
+ * The part of the Standard Schema interface (https://standardschema.dev) a result check reads:
+ * zod, valibot, arktype and others implement it, so an effect can hand over its schema without
+ * this library depending on any one of them.
+ */
+export interface StandardSchemaLike {
+  readonly '~standard': {
+    readonly version: 1;
+    readonly vendor: string;
+    validate(value: unknown): StandardSchemaResult | Promise<StandardSchemaResult>;
+  };
+}
+
+/** What a Standard Schema's `validate` answers: the value, or why not. */
+export type StandardSchemaResult =
+  | { readonly value: unknown; readonly issues?: undefined }
+  | {
+      readonly issues: ReadonlyArray<{
+        readonly message: string;
+        readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }>;
+      }>;
+    };
+
+/**
+ * How an effect's result is checked when someone other than its apply declares it (a person's
+ * verdict, a probe's answer): `'void'` (the effect returns nothing: only `null` or no result is
+ * accepted), a Standard Schema value, or a function that answers `true`/`undefined` for a valid
+ * result and `false` or a reason for an invalid one (a thrown error's message is the reason too).
+ * Without it, the typed caller of an effect could be handed `null` or a wrong shape it then fails
+ * on forever, since the first verdict wins.
+ */
+export type ResultCheck =
+  | 'void'
+  | StandardSchemaLike
+  | ((result: unknown) => boolean | string | undefined);
+
+/** Why `result` does not pass the effect's declared check, or undefined (also when it declares none). */
+export async function resultError(
+  effect: AnyEffect | undefined,
+  result: unknown,
+): Promise<string | undefined> {
+  const check = effect?.result;
+  if (check === undefined) return undefined;
+  if (check === 'void')
+    return result === null || result === undefined
+      ? undefined
+      : `the effect returns nothing (result: 'void'), got ${preview(result)}`;
+  try {
+    if (typeof check === 'function') {
+      const answer = check(result);
+      if (answer === true || answer === undefined) return undefined;
+      return typeof answer === 'string' && answer.length > 0
+        ? answer
+        : `${preview(result)} does not pass the effect's result check`;
+    }
+    const answer = await check['~standard'].validate(result);
+    if (!answer.issues) return undefined;
+    return answer.issues.map(issueText).join('; ') || "refused by the effect's result schema";
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+}
+
+function issueText(issue: {
+  message: string;
+  path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }>;
+}): string {
+  const path = (issue.path ?? [])
+    .map((part) => String(typeof part === 'object' ? part.key : part))
+    .join('.');
+  return path ? `${path}: ${issue.message}` : issue.message;
+}
+
+function preview(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+}
