@@ -152,7 +152,7 @@ function guardedActivity(
         });
       }
       case 'failed':
-        if (execution.definite) throw refusal(execution.error, key, action.resource);
+        if (execution.definite) throw refusal(execution.error, key, action.resource, definite);
         if (execution.error instanceof InvalidResult)
           throw nonRetryable(SideEffectFailureType.InvalidResult, execution.error.cause);
         throw execution.error;
@@ -237,7 +237,12 @@ function failureType(error: unknown): string | undefined {
  * A definite refusal as the workflow sees it: non-retryable, with the apply's own type and
  * details (a NotAppliedError without a type becomes `SideEffectNotApplied`), the key free again.
  */
-function refusal(error: unknown, key: string, resource: string): ApplicationFailure {
+function refusal(
+  error: unknown,
+  key: string,
+  resource: string,
+  definite: ReadonlySet<string>,
+): ApplicationFailure {
   const message = error instanceof Error ? error.message : String(error);
   const cause = error instanceof Error ? error : undefined;
   if (error instanceof NotAppliedError) {
@@ -258,8 +263,11 @@ function refusal(error: unknown, key: string, resource: string): ApplicationFail
       ...(error.cause ? { cause: error.cause } : {}),
     });
   }
+  // A listed type keeps its name; anything else a sink proved unwritten (a pg error, a lost
+  // connection before COMMIT) is just "not applied".
+  const type = failureType(error);
   return ApplicationFailure.create({
-    type: failureType(error),
+    type: type !== undefined && definite.has(type) ? type : SideEffectFailureType.NotApplied,
     message,
     nonRetryable: true,
     details: [{ key, resource }],

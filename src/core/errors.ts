@@ -365,6 +365,30 @@ export class NotAppliedError extends SideEffectError {
   }
 }
 
+const rolledBack = new WeakSet<object>();
+
+/**
+ * Marks an error as proof that nothing took effect (a FencedSink rolled its only transaction back
+ * before COMMIT) without changing the error itself, so the apply's own error type still reaches
+ * the workflow. The Runner then releases the key like for a NotAppliedError instead of paging a
+ * person. A value that cannot be marked (a thrown string) comes back as a NotAppliedError.
+ */
+export function markNotApplied(error: unknown): unknown {
+  if (typeof error === 'object' && error !== null) {
+    rolledBack.add(error);
+    return error;
+  }
+  return new NotAppliedError(String(error), { cause: error });
+}
+
+/** A NotAppliedError, or an error a FencedSink marked with {@link markNotApplied}. */
+export function isNotApplied(error: unknown): boolean {
+  return (
+    error instanceof NotAppliedError ||
+    (typeof error === 'object' && error !== null && rolledBack.has(error))
+  );
+}
+
 /** @deprecated Renamed {@link OutcomeUncertainError} (one name for "uncertain"); same class. */
 export const OutcomeUnknownError = OutcomeUncertainError;
 /** @deprecated Renamed {@link OutcomeUncertainError}. */

@@ -1,9 +1,9 @@
 import {
   ContendedError,
   FenceStaleError,
+  isNotApplied,
   LeaseLostError,
   NoStoreError,
-  NotAppliedError,
   NotTransactionalError,
   OutcomeUncertainError,
   UnexpectedStoreAnswerError,
@@ -208,7 +208,7 @@ export class Runner {
       try {
         result = await apply(prepared, { lease: keepAlive.lease, signal });
       } catch (error) {
-        if (error instanceof NotAppliedError || options.isDefinite?.(error)) {
+        if (isNotApplied(error) || options.isDefinite?.(error)) {
           await releaseQuietly(store, checked, keepAlive.lease);
           return { outcome: 'failed', error, definite: true };
         }

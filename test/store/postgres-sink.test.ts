@@ -4,7 +4,7 @@
  * throwing write rolls back the raised mark too.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FenceStaleError } from '../../src/core/index.js';
+import { FenceStaleError, isNotApplied } from '../../src/core/index.js';
 import { type PgHarness, pgHarness } from './pg-support/harness.js';
 
 let h: PgHarness;
@@ -52,9 +52,39 @@ describe('PgFencedSink', () => {
         throw boom;
       }),
     ).rejects.toBe(boom);
+    // Rolled back before COMMIT: a definite "not applied", the error itself unchanged.
+    expect(isNotApplied(boom)).toBe(true);
     expect(await h.sink.highestFence('s2')).toBe(1);
     expect(await ledger('s2')).toEqual([{ fence: 1, note: 'first' }]);
     expect(await write('s2', 2, 'second')).toBe('second');
+  });
+
+  it('a failure before COMMIT is marked not applied; after a committed write of the same holder it is not', async () => {
+    const missing = await h.sink
+      .writeFenced('s4', 1, (tx) => tx.query('insert into no_such_table values (1)'))
+      .catch((error: unknown) => error);
+    expect(String(missing)).toMatch(/relation "no_such_table" does not exist/);
+    expect(isNotApplied(missing)).toBe(true);
+
+    // A statement error caught inside the callback: the server answers COMMIT with ROLLBACK.
+    const swallowed = await h.sink
+      .writeFenced('s4', 2, async (tx) => {
+        await tx.query('insert into no_such_table values (1)').catch(() => {});
+      })
+      .catch((error: unknown) => error);
+    expect(swallowed).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    expect(isNotApplied(swallowed)).toBe(true);
+
+    // The same holder (resource and fence) already committed one write: the second failing is
+    // not proof that nothing of its apply took effect.
+    await write('s4', 3, 'first of two');
+    const second = new Error('second write failed');
+    await expect(
+      h.sink.writeFenced('s4', 3, async () => {
+        throw second;
+      }),
+    ).rejects.toBe(second);
+    expect(isNotApplied(second)).toBe(false);
   });
 
   it('concurrent writers on one resource commit in fence order; stale ones are refused', async () => {

@@ -3,12 +3,14 @@
  * `reconciled` decides nothing, and a verdict recorded in the store by any path ends the
  * ReconcileWorkflow. Against the dev server, through the real `temporal` CLI where a person would.
  */
-import type { WorkflowHandle } from '@temporalio/client';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { encodeJson } from '../../src/core/index.js';
 import { reconciledSignal } from '../../src/protocol/wire.js';
 import { MemoryStore } from '../../src/store/memory.js';
+import { migrate, PgFencedSink } from '../../src/store/postgres/index.js';
 import {
   type ReconcileResolution,
   recheckSignal,
@@ -17,6 +19,7 @@ import {
   type SideEffectOutcome,
   statusQuery,
 } from '../../src/workflows/index.js';
+import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { type Harness, Ledger, startHarness, temporalCli, waitFor } from './harness.js';
 
 interface Order {
@@ -28,7 +31,18 @@ const ledger = new Ledger();
 const store = new MemoryStore();
 const applies = new Map<string, number>();
 
+let db: FreshSchema;
+let sink: PgFencedSink;
+
 const effects = {
+  /** A new user's first charge: the downstream table was never created. */
+  misconfigured: defineEffect({
+    resource: (input: Order) => `account:${input.account}`,
+    apply: (input: Order, { lease }) =>
+      sink.writeFenced(lease.resource, lease.fence, (tx) =>
+        tx.query(`insert into ${db.schema}.charges values ($1)`, [input.amount]),
+      ),
+  }),
   order: defineEffect({
     resource: (input: Order) => `account:${input.account}`,
     async apply(input: Order, { key, lease }) {
@@ -67,10 +81,31 @@ async function workflowTaskFailures(handle: WorkflowHandle): Promise<number> {
 describe('decisions people send', () => {
   let h: Harness;
   beforeAll(async () => {
+    db = await freshSchema('signals_sink');
+    await migrate(db.pool, { schema: db.schema });
+    sink = new PgFencedSink({ pool: db.pool, schema: db.schema });
     h = await startHarness('signals', { store, effects, ttlMs: 5_000 });
   });
   afterAll(async () => {
     await h?.close();
+    await db?.drop();
+  });
+
+  it('a write PgFencedSink rolled back before COMMIT (missing table) is a definite "not applied": key free, no reconcile, no page', async () => {
+    const handle = await h.start('guarded', [
+      'misconfigured',
+      { account: 'p1', amount: 1 },
+      activity,
+    ]);
+    const key = `${handle.workflowId}/misconfigured`;
+    const failure = await handle.result().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    const cause = (failure as WorkflowFailedError).cause?.cause;
+    expect(cause).toBeInstanceOf(ApplicationFailure);
+    expect((cause as ApplicationFailure).type).toBe('SideEffectNotApplied');
+    expect((cause as ApplicationFailure).message).toMatch(/relation ".*charges" does not exist/);
+    expect((await store.inspect(key))?.state).toBe('free');
+    await expect(h.reconcile(key).describe()).rejects.toThrow(/not found/i);
   });
 
   it('a subscribe or reconciled signal with no input, sent with the temporal CLI, is refused; both workflows keep running and still resolve', async () => {

@@ -1,5 +1,10 @@
 import type pg from 'pg';
-import { FenceStaleError, InvalidActionError, StoreUnavailableError } from '../../core/errors.js';
+import {
+  FenceStaleError,
+  InvalidActionError,
+  markNotApplied,
+  StoreUnavailableError,
+} from '../../core/errors.js';
 import type { FencedSink } from '../../core/store.js';
 import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
@@ -27,6 +32,8 @@ export interface PgFencedSinkOptions extends PoolOptions {
   limits?: Partial<Pick<Limits, 'maxResourceBytes'>>;
 }
 
+const MAX_REMEMBERED_WRITERS = 10_000;
+
 const SQL = {
   raise: (s: string) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
     on conflict (resource) do update set fence = excluded.fence
@@ -47,15 +54,30 @@ const SQL = {
  * to one resource are serialized and commit in fence order.
  *
  * `write` gets the transaction's client: run every statement of the write on it, and do not
- * commit or roll back yourself. An error thrown by `write` rolls everything back and is rethrown
- * as is; a connection lost on the way (or a commit whose fate is unknown) is thrown as
- * StoreUnavailableError, never reported as a success.
+ * commit or roll back yourself.
+ *
+ * Which failures of `writeFenced` are definite, so a new user's first mistake (a missing table, a
+ * constraint) releases the key instead of paging a person:
+ * - **not applied** (marked with `markNotApplied`, rethrown as is, or as StoreUnavailableError
+ *   for the sink's own statements): anything that fails before COMMIT is sent (BEGIN, raising the
+ *   mark, an error thrown by `write`, whether or not the ROLLBACK that follows gets through: an
+ *   uncommitted transaction never commits), and a COMMIT that the server answers with ROLLBACK
+ *   (a statement inside `write` failed and its error was caught);
+ * - **uncertain** (StoreUnavailableError, unmarked): COMMIT sent and no answer (connection lost,
+ *   timeout): the transaction may have committed;
+ * - **stale** (FenceStaleError): a newer holder's fence is recorded; nothing was written.
+ * An apply whose earlier `writeFenced` with the same resource and fence committed (in this sink)
+ * is not definite on a later failure: something of it is already written. Work done outside the
+ * transaction (an HTTP call before the write) is beyond what the sink knows: catch such a failure
+ * in apply and decide there.
  */
 export class PgFencedSink implements FencedSink<pg.PoolClient> {
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
   readonly #maxResourceBytes: number;
   readonly #sql: Record<keyof typeof SQL, Statement>;
+  /** `resource\0fence` of recent committed writes: a later failure of that holder is not definite. */
+  readonly #committed = new Set<string>();
 
   constructor(options: PgFencedSinkOptions = {}) {
     this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
@@ -99,15 +121,32 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     if (!Number.isSafeInteger(fence) || fence < 1) {
       throw new InvalidActionError('fence', `must be a fence issued by the store, got ${fence}`);
     }
-    const session = await checkoutFor(this.#pool, operation);
+    // Before COMMIT is sent nothing can have been written, unless an earlier write of this
+    // holder committed: a failure up to there is a definite "not applied".
+    const writer = `${resource}\0${fence}`;
+    const definite = (error: unknown): unknown =>
+      operation === 'writeFenced' && !this.#committed.has(writer) ? markNotApplied(error) : error;
+    const beforeCommit = async <R>(query: () => Promise<R>): Promise<R> => {
+      try {
+        return await unavailable(operation, query);
+      } catch (error) {
+        throw definite(error);
+      }
+    };
+    let session: Awaited<ReturnType<typeof checkoutFor>>;
+    try {
+      session = await checkoutFor(this.#pool, operation);
+    } catch (error) {
+      throw definite(error);
+    }
     const { client } = session;
     let failed = false;
     try {
       // Explicit READ COMMITTED: at a serializable default, two writers raising one mark would
       // fail with a serialization error instead of waiting for the row lock.
-      await unavailable(operation, () => client.query('begin isolation level read committed'));
+      await beforeCommit(() => client.query('begin isolation level read committed'));
       const raise = operation === 'writeFenced' ? this.#sql.raise : this.#sql.raiseAtLeast;
-      const raised = await unavailable(operation, () =>
+      const raised = await beforeCommit(() =>
         client.query({ ...raise, values: [resource, fence] }),
       );
       if (raised.rowCount === 0) {
@@ -121,20 +160,30 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
         try {
           await client.query('rollback');
         } catch {
-          throw new StoreUnavailableError(operation, error);
+          // Nothing was committed: the server drops an open transaction with its connection.
+          failed = true;
         }
-        throw error;
+        throw definite(error);
       }
-      const committed = await unavailable(operation, () => client.query('commit'));
+      let committed: pg.QueryResult;
+      try {
+        committed = await client.query('commit');
+      } catch (error) {
+        // COMMIT sent and no answer: it may have committed; never called not applied.
+        throw new StoreUnavailableError(operation, error);
+      }
       // COMMIT of a transaction in which a statement failed answers ROLLBACK, not an error.
       if (committed.command !== 'COMMIT') {
-        throw new StoreUnavailableError(
-          operation,
-          new Error(
-            'commit rolled back: a statement inside the callback failed and its error was caught',
+        throw definite(
+          new StoreUnavailableError(
+            operation,
+            new Error(
+              'commit rolled back: a statement inside the callback failed and its error was caught',
+            ),
           ),
         );
       }
+      if (operation === 'writeFenced') this.#remember(writer);
       return value;
     } catch (error) {
       if (error instanceof StoreUnavailableError) failed = true;
@@ -142,6 +191,13 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     } finally {
       session.release(failed);
     }
+  }
+
+  #remember(writer: string): void {
+    this.#committed.add(writer);
+    // A holder writes within its lease; the oldest entries are long past theirs.
+    if (this.#committed.size > MAX_REMEMBERED_WRITERS)
+      this.#committed.delete(this.#committed.values().next().value!);
   }
 
   /** The highest fence this sink accepted for `resource`, 0 if none: what a probe or test reads. */
