@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { NotAppliedError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
@@ -152,6 +152,13 @@ function guardedActivity(
         });
       }
       case 'failed':
+        // The workflow asked to stop and nothing took effect: report the activity cancelled, so a
+        // cancelled workflow ends CANCELED (the key is already free) instead of FAILED.
+        if (execution.definite && context.cancellationDetails?.cancelRequested)
+          throw new CancelledFailure(
+            `cancelled; nothing applied: ${execution.error instanceof Error ? execution.error.message : String(execution.error)}`,
+            [{ key, resource: action.resource }],
+          );
         if (execution.definite) throw refusal(execution.error, key, action.resource, definite);
         if (execution.error instanceof InvalidResult)
           throw nonRetryable(SideEffectFailureType.InvalidResult, execution.error.cause);

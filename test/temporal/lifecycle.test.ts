@@ -5,7 +5,7 @@
  * workflow with its own type, and nobody is paged.
  */
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure, TemporalFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure, TemporalFailure } from '@temporalio/common';
 import { NativeConnection } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
@@ -169,6 +169,9 @@ describe('deploys, cancels and refusals', () => {
     expect(latency).toBeLessThan(TTL_MS * 1.5);
     const error = await handle.result().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WorkflowFailedError);
+    // Cancelled and nothing applied: the workflow ends CANCELED, not FAILED with SideEffectNotApplied.
+    expect((error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    expect((await handle.describe()).status.name).toBe('CANCELLED');
     await waitFor(
       async () => ((await store.inspect(key))?.state === 'free' ? true : undefined),
       'the key to be released',
