@@ -27,6 +27,8 @@ export type Command =
       fence?: number;
       /** Module whose `dataConverter` export the Temporal Client uses (`--data-converter`). */
       dataConverter?: string;
+      /** How long to wait for the ReconcileWorkflow before recording in the store directly. */
+      waitMs: number;
     }
   | {
       name: 'resolve-batch';
@@ -53,6 +55,7 @@ const OPTIONS: Record<string, string[]> = {
     'result',
     'by',
     'fence',
+    'wait',
     'resource',
     'older-than',
     'newer-than',
@@ -71,12 +74,15 @@ const VALUED = new Set([
   '--result',
   '--by',
   '--fence',
+  '--wait',
   '--older-than',
   '--newer-than',
   '--resource',
   '--from-file',
   '--data-converter',
 ]);
+/** Long enough for a busy worker to take the Update, short enough that a person is not left hanging. */
+const DEFAULT_RESOLVE_WAIT_MS = 30_000;
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 export function parseCommand(argv: string[], user = 'cli'): Command {
@@ -128,6 +134,7 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
       const dataConverter = converter === undefined ? {} : { dataConverter: converter };
       if (values.resource !== undefined || values['from-file'] !== undefined) {
         none();
+        if (values.wait !== undefined) throw new UsageError('--wait goes with a single key', help);
         return { ...parseBatch(values, json, user, help), ...dataConverter };
       }
       for (const batchOnly of ['older-than', 'newer-than', 'dry-run'] as const) {
@@ -159,6 +166,8 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
         }
       }
       const by = typeof values.by === 'string' && values.by ? values.by : user;
+      const waitMs =
+        values.wait === undefined ? DEFAULT_RESOLVE_WAIT_MS : duration(values.wait, 'wait', help);
       const resolve = {
         name,
         json,
@@ -168,6 +177,7 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
         result,
         by,
         ...dataConverter,
+        waitMs,
       };
       if (values.fence === undefined) return resolve;
       const fence = Number(values.fence);
@@ -304,6 +314,7 @@ function parse(args: string[], help: string) {
         result: { type: 'string' },
         by: { type: 'string' },
         fence: { type: 'string' },
+        wait: { type: 'string' },
         'older-than': { type: 'string' },
         'newer-than': { type: 'string' },
         resource: { type: 'string' },

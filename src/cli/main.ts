@@ -218,7 +218,15 @@ async function run(
           ...(applied ? { result } : {}),
           ...(fence === undefined ? {} : { fence }),
         };
-        const outcome = await resolveKey({ store, client, key: command.key, input });
+        const outcome = await resolveKey({
+          store,
+          client,
+          key: command.key,
+          input,
+          waitMs: command.waitMs,
+        });
+        // The JSON on stdout says it too; a person piping it should still see this.
+        if (outcome.timedOut && command.json) ctx.io.err(`sideeffect: ${outcome.message}`);
         print(outcome.message, outcome);
         return outcome.won ? EXIT.ok : EXIT.refused;
       } catch (error) {

@@ -10,6 +10,7 @@ import {
   CLI_UPDATE_ID_PREFIX,
   type ReconcileResolution,
   type ResolveInput,
+  recheckSignal,
   reconcileWorkflowId,
   resolveUpdate,
 } from '../protocol/wire.js';
@@ -23,36 +24,68 @@ export interface ResolveReport {
   reason?: string;
   by?: string;
   message: string;
+  /** The ReconcileWorkflow did not answer within the wait: the verdict went to the store directly. */
+  timedOut?: boolean;
 }
+
+/** How long `resolveKey` waits for the ReconcileWorkflow's answer unless told otherwise. */
+const DEFAULT_WAIT_MS = 30_000;
 
 /**
  * Decides an uncertain key. Through its running ReconcileWorkflow when there
  * is one, so the waiting workflow goes on at once; else straight in the store.
  * Either way the first resolution wins and a later one is told what stands.
+ *
+ * The ReconcileWorkflow gets `waitMs` to answer. Past it (no worker polls its task queue) the
+ * verdict is recorded in the store directly and the workflow is sent a `recheck` signal: the
+ * Update may still be admitted and run when a worker comes back, but by then the store has the
+ * verdict, so it changes nothing, and the person is told the verdict that stands rather than a
+ * failure that would later turn out applied. The effect's result check does not run on that
+ * path (only a worker knows the effect).
  */
 export async function resolveKey(options: {
   store: Store;
   client?: Client | undefined;
   key: string;
   input: ResolveInput;
+  waitMs?: number;
 }): Promise<ResolveReport> {
   const { store, client, key, input } = options;
+  const waitMs = options.waitMs ?? DEFAULT_WAIT_MS;
+  let timedOut = false;
   if (client && (await isRunning(client, key))) {
+    const deadline = Date.now() + waitMs;
     try {
-      const final = await client.workflow
-        .getHandle(reconcileWorkflowId(key))
-        .executeUpdate(resolveUpdate, {
+      const final = await client.connection.withDeadline(deadline, () =>
+        client.workflow.getHandle(reconcileWorkflowId(key)).executeUpdate(resolveUpdate, {
           args: [input],
           updateId: `${CLI_UPDATE_ID_PREFIX}${randomUUID()}`,
-        });
+        }),
+      );
       return report('workflow', input, final, sameVerdict(input, final));
     } catch (error) {
       const refused = staleVerdict(key, error) ?? invalidVerdict(error);
       if (refused) throw refused;
+      timedOut = Date.now() >= deadline;
       // The workflow closed between the check and the update: the store has the verdict.
-      if (await isRunning(client, key)) throw error;
+      if (!timedOut && (await isRunning(client, key))) throw error;
     }
   }
+  const stored = await resolveInStore(store, key, input);
+  if (!timedOut) return stored;
+  // Ends the waiting ReconcileWorkflow once a worker reads its signals again.
+  await client!.workflow
+    .getHandle(reconcileWorkflowId(key))
+    .signal(recheckSignal)
+    .catch(() => {});
+  const seconds = Math.round(waitMs / 1000);
+  const prefix = `its ReconcileWorkflow did not answer within ${seconds}s (is a worker polling its task queue?), so the verdict went to the store directly`;
+  const after =
+    "the ReconcileWorkflow and the waiting workflow take the store's verdict when a worker runs them again; the unanswered Update can no longer change it";
+  return { ...stored, timedOut, message: `${prefix}: ${stored.message}; ${after}` };
+}
+
+async function resolveInStore(store: Store, key: string, input: ResolveInput) {
   try {
     const outcome = await store.resolveUncertain(key, {
       applied: input.applied,

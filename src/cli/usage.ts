@@ -56,13 +56,18 @@ Lists keys, newest change first (default limit 50).`,
   show: `Usage: sideeffect show <key> [--json]
 
 Shows a key's state, fence, result, reason and every transition with who made it and why.`,
-  resolve: `Usage: sideeffect resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N] [--json]
+  resolve: `Usage: sideeffect resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N] [--wait D] [--json]
 
 Decides an uncertain key after you checked the downstream.
   --applied       it took effect; --result (required) is the JSON the workflow will get,
                   null for an effect that returns nothing. A worker checks it against the
                   effect's declared result check and refuses a bad one before recording it
   --not-applied   it did not; the waiting workflow runs the effect again
+  --wait D        how long the ReconcileWorkflow gets to answer (default 30s; 45s, 2m...). Past
+                  it (no worker polling), the verdict is recorded in the store directly and the
+                  output says so (exit 0 if it stands, 1 if another verdict was first); the
+                  unanswered Update cannot change it later. The effect's result check does not
+                  run on that path
   --fence N       the episode you checked: the key's fence while uncertain (sideeffect show).
                   If the key was since re-applied and became uncertain again, your verdict is
                   about an earlier attempt and is refused (exit 1). Without it, the verdict

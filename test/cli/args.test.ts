@@ -29,13 +29,25 @@ describe('sideeffect command line', () => {
       reason: 'seen in bank',
       result: { id: 'ch_1' },
       by: 'cli:ann',
+      waitMs: 30_000,
     });
     expect(
-      parseCommand(['resolve', 'k', '--not-applied', '--reason', 'absent', '--by', 'bob']),
+      parseCommand([
+        'resolve',
+        'k',
+        '--not-applied',
+        '--reason',
+        'absent',
+        '--by',
+        'bob',
+        '--wait',
+        '2m',
+      ]),
     ).toMatchObject({
       applied: false,
       result: null,
       by: 'bob',
+      waitMs: 120_000,
     });
     expect(parseCommand(['purge', '--older-than', '30d'])).toEqual({
       name: 'purge',
@@ -120,6 +132,14 @@ describe('sideeffect command line', () => {
     [['resolve', 'k', '--applied'], /--reason is required/],
     [['resolve', 'k', '--applied', '--reason', '   '], /--reason is required/],
     [['resolve', 'k', '--applied', '--reason', 'x'], /--applied needs --result JSON/],
+    [
+      ['resolve', 'k', '--not-applied', '--reason', 'x', '--wait', 'forever'],
+      /--wait must look like/,
+    ],
+    [
+      ['resolve', '--resource', 'r', '--not-applied', '--reason', 'x', '--wait', '5s'],
+      /--wait goes with a single key/,
+    ],
     [
       ['resolve', 'k', '--applied', '--reason', 'x', '--result', '{oops'],
       /--result is not valid JSON/,

@@ -7,6 +7,7 @@ import { environment, main } from '../../src/cli/main.js';
 import { defineEffect } from '../../src/activities/index.js';
 import { encodeJson, Runner } from '../../src/core/index.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { createWorker } from '../../src/worker/index.js';
 import {
   ReconcileWorkflow,
   reconcileWorkflowId,
@@ -17,7 +18,8 @@ import {
 import { type CliRun, runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { type GrantedRole, grantedRole } from '../support/roles.js';
-import { type Harness, startHarness } from '../temporal/harness.js';
+import { uniqueTaskQueue } from '../support/temporal.js';
+import { type Harness, startHarness, testBundle } from '../temporal/harness.js';
 
 let db: FreshSchema;
 let store: PgStore;
@@ -476,4 +478,57 @@ describe('sideeffect resolve racing the UI signal', () => {
     expect(ran.code, ran.stderr).toBe(0);
     expect(await handle.result()).toMatchObject({ applied: true, result: null });
   });
+
+  it('with no worker polling, resolve gives up after --wait, records the verdict in the store and says so; the late Update changes nothing', async () => {
+    const { key, resource } = await uncertainKey();
+    const idle = uniqueTaskQueue('cli-idle');
+    const handle = await harness.client.workflow.start(ReconcileWorkflow, {
+      taskQueue: idle,
+      workflowId: reconcileWorkflowId(key),
+      args: [{ key, resource, reason: 'gateway timeout' }],
+    });
+    try {
+      const ran = await cli([
+        'resolve',
+        key,
+        '--not-applied',
+        '--reason',
+        'not in the bank',
+        '--by',
+        'ann',
+        '--wait',
+        '2s',
+        '--json',
+      ]);
+      expect(ran.code, ran.stderr).toBe(0);
+      const report = JSON.parse(ran.stdout);
+      expect(report).toMatchObject({ won: true, via: 'store', timedOut: true, applied: false });
+      expect(report.message).toMatch(/did not answer within 2s/);
+      expect(report.message).toMatch(/the unanswered Update can no longer change it/);
+      expect(ran.stderr).toMatch(/did not answer within 2s/);
+      expect((await store.inspect(key))?.state).toBe('free');
+
+      // A worker comes back: the ReconcileWorkflow ends on the store's verdict.
+      const worker = await createWorker({
+        store,
+        effects: {},
+        ttlMs: 30_000,
+        sweepEveryMs: 0,
+        client: harness.client,
+        taskQueue: idle,
+        workflowBundle: await testBundle(),
+      });
+      const running = worker.run();
+      try {
+        expect(await handle.result()).toMatchObject({ applied: false, decidedBy: 'store' });
+      } finally {
+        worker.shutdown();
+        await running;
+      }
+      expect((await store.inspect(key))?.state).toBe('free');
+      expect((await store.events(key)).filter((e) => e.from === 'uncertain')).toHaveLength(1);
+    } finally {
+      await handle.terminate('test finished').catch(() => {});
+    }
+  }, 60_000);
 });
