@@ -11,6 +11,7 @@ import {
   type ReconcileInput,
   type ResolveInput,
   reconcileWorkflowId,
+  resolveSignal,
   type Subscription,
   statusQuery,
   subscribeSignal,
@@ -27,6 +28,19 @@ import { resultError } from './result-check.js';
  * keys after an outage took about 20 s; unbounded, it would flood the frontend.
  */
 const SWEEP_START_CONCURRENCY = 16;
+
+/**
+ * What the ReconcileWorkflow knows about a verdict beyond its payload: the effect whose result
+ * check judges it, and which message delivered it, so the activity can read the sender's Temporal
+ * identity from the run's history (workflow code is never told it).
+ */
+export interface VerdictContext {
+  effect?: string;
+  /** The Update that delivered it. */
+  updateId?: string;
+  /** It came as the n-th (1-based) `resolve` signal of the calling run. */
+  signal?: number;
+}
 
 /** What one sweep did: the store's conclusions, the uncertain keys that now have a ReconcileWorkflow (started or already running), and the backlog after it. */
 export interface SweepAndReconcileReport {
@@ -51,7 +65,7 @@ export interface ReconcileActivities {
   resolveKey(
     key: string,
     resolution: ResolveInput,
-    about?: { effect?: string },
+    about?: VerdictContext,
   ): Promise<Verdict & { decided: boolean }>;
   /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none (claimed in the store, so once per key and episode). */
   sweepAndReconcile(): Promise<SweepAndReconcileReport>;
@@ -127,11 +141,13 @@ export function reconcileActivities({
             `result refused by effect "${effect}": ${error}`,
           );
       }
+      const identity = await deliveredBy(about);
       try {
         const outcome = await store.resolveUncertain(key, {
           applied: resolution.applied,
           reason: resolution.reason,
           ...(resolution.by === undefined ? {} : { by: resolution.by }),
+          ...(identity === undefined ? {} : { identity }),
           ...(resolution.fence === undefined ? {} : { fence: resolution.fence }),
           ...(resolution.applied ? { result: encodeJson(resolution.result) } : {}),
         });
@@ -181,6 +197,32 @@ export function reconcileActivities({
       return { uncertain, freed, reconciling, backlog: await store.uncertainBacklog() };
     },
   };
+
+  /**
+   * The Temporal identity that sent the signal or Update this verdict came with, read from the
+   * calling run's history; undefined when it cannot be told (no such message, history unreadable):
+   * the verdict is recorded all the same.
+   */
+  async function deliveredBy(about: VerdictContext | undefined): Promise<string | undefined> {
+    if (about?.updateId === undefined && about?.signal === undefined) return undefined;
+    const run = Context.current().info.workflowExecution;
+    if (!run) return undefined;
+    try {
+      const history = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+      let signals = 0;
+      for (const event of history.events ?? []) {
+        const signaled = event.workflowExecutionSignaledEventAttributes;
+        if (signaled?.signalName === resolveSignal.name && ++signals === about.signal)
+          return signaled.identity || undefined;
+        const meta = event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta;
+        if (meta && about.updateId !== undefined && meta.updateId === about.updateId)
+          return meta.identity || undefined;
+      }
+    } catch {
+      // Who sent it is worth recording, never worth losing the verdict over.
+    }
+    return undefined;
+  }
 
   /** Whether the key's ReconcileWorkflow runs and lists `subscriber`; any doubt (gone, no worker to answer) says no, and costs one harmless re-subscribe. */
   async function subscribed(key: string, subscriber: string): Promise<boolean> {

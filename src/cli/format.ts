@@ -30,7 +30,7 @@ export function printKey(record: KeyRecord, events: KeyEvent[]): string {
   if (record.state === 'uncertain') {
     lines.push(
       '',
-      `next: sideeffect resolve '${record.key}' --applied|--not-applied --reason "what you checked"`,
+      `next: sideeffect resolve '${record.key}' --applied --result JSON|--not-applied --reason "what you checked"`,
     );
   }
   lines.push('', 'history:');
@@ -39,9 +39,11 @@ export function printKey(record: KeyRecord, events: KeyEvent[]): string {
     `${e.from} -> ${e.to}`,
     String(e.fence),
     e.actor,
+    e.identity ?? '-',
     e.reason,
   ]);
-  lines.push(table(['AT', 'TRANSITION', 'FENCE', 'BY', 'REASON'], rows));
+  // BY is what the verdict says; SENT BY is the Temporal identity that delivered it.
+  lines.push(table(['AT', 'TRANSITION', 'FENCE', 'BY', 'SENT BY', 'REASON'], rows));
   return lines.join('\n');
 }
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
@@ -71,7 +72,9 @@ export async function resolveKey(options: {
       if (!timedOut && (await isRunning(client, key))) throw error;
     }
   }
-  const stored = await resolveInStore(store, key, input);
+  // Recorded beside `by` as who delivered it, like the identity the Update would have carried.
+  const identity = client?.options.identity ?? `${process.pid}@${hostname()}`;
+  const stored = await resolveInStore(store, key, input, identity);
   if (!timedOut) return stored;
   // Ends the waiting ReconcileWorkflow once a worker reads its signals again.
   await client!.workflow
@@ -85,7 +88,7 @@ export async function resolveKey(options: {
   return { ...stored, timedOut, message: `${prefix}: ${stored.message}; ${after}` };
 }
 
-async function resolveInStore(store: Store, key: string, input: ResolveInput) {
+async function resolveInStore(store: Store, key: string, input: ResolveInput, identity: string) {
   try {
     const outcome = await store.resolveUncertain(key, {
       applied: input.applied,
@@ -93,6 +96,7 @@ async function resolveInStore(store: Store, key: string, input: ResolveInput) {
       result: encodeJson(input.result ?? null),
       ...(input.by ? { by: input.by } : {}),
       ...(input.fence === undefined ? {} : { fence: input.fence }),
+      identity: `${identity} (sideeffect CLI, store only)`,
     });
     const result = outcome.result && decodeJson(outcome.result);
     return report(

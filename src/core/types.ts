@@ -72,6 +72,11 @@ export interface Resolution {
   /** Who decided (a person, a probe); stored with the transition. */
   by?: string;
   /**
+   * The Temporal identity that delivered the verdict (the UI user or the CLI that sent the signal
+   * or Update), stored beside `by`: `by` is whatever the sender typed, this is who sent it.
+   */
+  identity?: string;
+  /**
    * The episode judged: the fence of the uncertain attempt (`KeyRecord.fence` while uncertain).
    * A verdict for another episode is refused with StaleVerdictError; without one it judges the
    * current episode.
@@ -115,6 +120,8 @@ export interface KeyEvent {
   fence: Fence;
   reason: string;
   actor: string;
+  /** For a verdict: the Temporal identity that delivered it ({@link Resolution.identity}). */
+  identity?: string;
   at: number;
 }
 

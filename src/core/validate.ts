@@ -160,6 +160,11 @@ export function checkResolution(
   };
   if (resolution.by !== undefined)
     checked.by = notBlank('by', checkText('by', resolution.by, limits.maxKeyBytes));
+  if (resolution.identity !== undefined)
+    checked.identity = notBlank(
+      'identity',
+      checkText('identity', resolution.identity, limits.maxKeyBytes),
+    );
   if (resolution.fence !== undefined) {
     if (!Number.isSafeInteger(resolution.fence) || resolution.fence < 1) {
       throw new InvalidActionError(

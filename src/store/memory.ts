@@ -183,11 +183,11 @@ export class MemoryStore implements Store {
     const actor = verdict.by ?? 'resolve';
     if (verdict.applied) {
       row.result = copy(verdict.result!);
-      this.#transition(row, 'done', verdict.reason, actor);
+      this.#transition(row, 'done', verdict.reason, actor, verdict.identity);
       return { outcome: 'resolved', applied: true, result: copy(verdict.result!) };
     }
     row.reason = undefined;
-    this.#transition(row, 'free', verdict.reason, actor);
+    this.#transition(row, 'free', verdict.reason, actor, verdict.identity);
     return { outcome: 'resolved', applied: false };
   }
 
@@ -309,9 +309,10 @@ export class MemoryStore implements Store {
     return undefined;
   }
 
-  #transition(row: KeyRow, to: KeyState, reason: string, actor: string): void {
+  #transition(row: KeyRow, to: KeyState, reason: string, actor: string, identity?: string): void {
     const at = this.#now();
-    this.#events.push({ key: row.key, from: row.state, to, fence: row.fence, reason, actor, at });
+    const event = { key: row.key, from: row.state, to, fence: row.fence, reason, actor };
+    this.#events.push(identity === undefined ? { ...event, at } : { ...event, identity, at });
     row.state = to;
     row.updatedAt = at;
     if (to === 'uncertain') row.reason = reason;

@@ -85,17 +85,18 @@ export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
  */
 export const RECHECK_STORE_PATCH = 'sideeffect-reconcile-recheck-store';
 /**
- * Marks runs that name the effect when they record a verdict, so the worker checks its result
- * against the effect's declared `result` check before the store is touched. Histories recorded
- * before it schedule the store activity with the verdict alone.
+ * Marks runs that tell the store activity, with each verdict, the effect (whose declared `result`
+ * check the worker runs before the store is touched) and the signal or Update that delivered it
+ * (whose sender's Temporal identity is recorded beside `by`). Histories recorded before it
+ * schedule the store activity with the verdict alone.
  */
-export const VERDICT_CHECK_PATCH = 'sideeffect-verdict-result-check';
+export const VERDICT_CONTEXT_PATCH = 'sideeffect-verdict-context';
 
 type InspectKey = (key: string) => Promise<Verdict | null>;
 type ResolveKey = (
   key: string,
   resolution: ResolveInput,
-  about?: { effect?: string },
+  about?: { effect?: string; updateId?: string; signal?: number },
 ) => Promise<Verdict & { decided: boolean }>;
 const storeActivities = proxyActivities<Record<string, InspectKey | ResolveKey>>({
   startToCloseTimeout: '1 minute',
@@ -170,6 +171,8 @@ interface Offer {
   channel: DecidedByLabel;
   /** Set when the store refused it; an Update waiting on it then fails with it instead of hanging. */
   refused?: ApplicationFailure;
+  /** Which message delivered it: the Update's id, or the signal's rank among this run's `resolve` signals. */
+  delivery?: { updateId: string } | { signal: number };
 }
 
 /**
@@ -219,6 +222,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   let remindAt = carried?.remindAt;
 
   let recheckAsked = false;
+  // `resolve` signals this run has received: the n-th is the n-th such event of its history.
+  let resolveSignals = 0;
 
   const refuse = (raw: unknown, error: string, signal?: string): void => {
     rejected.push({
@@ -258,6 +263,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   setHandler(
     resolveSignal,
     (raw: unknown) => {
+      resolveSignals += 1;
       // A well-formed but oversized verdict went to the store before the size limit (and was
       // refused there): histories of that keep replaying the old way.
       const oversized = resolveInputSizeError(raw);
@@ -266,18 +272,26 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       if (error) refuse(raw, error);
       else if (offer)
         refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
-      else offer = { resolution: raw as ResolveInput, via: 'signal', channel: 'signal' };
+      else
+        offer = {
+          resolution: raw as ResolveInput,
+          via: 'signal',
+          channel: 'signal',
+          delivery: { signal: resolveSignals },
+        };
     },
     { description: RESOLVE_SIGNAL_DESCRIPTION },
   );
   setHandler(
     resolveUpdate,
     async (resolutionInput) => {
-      const cli = currentUpdateInfo()?.id.startsWith(CLI_UPDATE_ID_PREFIX) === true;
+      const updateId = currentUpdateInfo()?.id;
+      const cli = updateId?.startsWith(CLI_UPDATE_ID_PREFIX) === true;
       const mine: Offer = {
         resolution: resolutionInput,
         via: 'update',
         channel: cli ? 'cli' : 'update',
+        ...(updateId === undefined ? {} : { delivery: { updateId } }),
       };
       // Behind a verdict still on its way to the store: if that one is refused, this one is next
       // (taking no turn would leave this Update waiting for a resolution that never comes).
@@ -374,10 +388,12 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
           ? { ...current.resolution, fence: input.fence }
           : current.resolution;
       try {
-        const { decided, ...verdict } =
-          patched(VERDICT_CHECK_PATCH) && knownEffect !== undefined
-            ? await store.resolveKey(key, judged, { effect: knownEffect })
-            : await store.resolveKey(key, judged);
+        const { decided, ...verdict } = patched(VERDICT_CONTEXT_PATCH)
+          ? await store.resolveKey(key, judged, {
+              ...(knownEffect === undefined ? {} : { effect: knownEffect }),
+              ...current.delivery,
+            })
+          : await store.resolveKey(key, judged);
         resolution = decided
           ? { key, ...verdict, ...describe(current) }
           : { key, ...verdict, reason: 'already decided in the store', decidedBy: 'store' };

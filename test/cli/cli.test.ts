@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { Client, WorkflowUpdateFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { environment, main } from '../../src/cli/main.js';
 import { defineEffect } from '../../src/activities/index.js';
@@ -531,4 +531,51 @@ describe('sideeffect resolve racing the UI signal', () => {
       await handle.terminate('test finished').catch(() => {});
     }
   }, 60_000);
+
+  it('the audit trail records the Temporal identity that delivered each verdict beside its by; show prints it', async () => {
+    // A signal from a console whose Temporal identity differs from the name it types.
+    const signalled = await waitingReconcile();
+    const consoleClient = new Client({
+      connection: harness.client.connection,
+      identity: 'ops-console@example.com',
+    });
+    await consoleClient.workflow
+      .getHandle(reconcileWorkflowId(signalled.key))
+      .signal(resolveSignal, { applied: false, reason: 'not in the bank', by: 'you' });
+    await signalled.handle.result();
+    expect((await store.events(signalled.key)).at(-1)).toMatchObject({
+      from: 'uncertain',
+      actor: 'you',
+      identity: 'ops-console@example.com',
+    });
+    const shown = await cli(['show', signalled.key]);
+    expect(shown.stdout).toMatch(/SENT BY/);
+    expect(shown.stdout).toMatch(/you\s+ops-console@example\.com\s+not in the bank/);
+
+    // The CLI's Update: the CLI process's client identity.
+    const updated = await waitingReconcile();
+    const ran = await cli([
+      'resolve',
+      updated.key,
+      '--not-applied',
+      '--reason',
+      'checked',
+      '--by',
+      'ann',
+    ]);
+    expect(ran.code, ran.stderr).toBe(0);
+    const viaUpdate = (await store.events(updated.key)).at(-1);
+    expect(viaUpdate).toMatchObject({ actor: 'ann', identity: expect.stringMatching(/^\d+@/) });
+
+    // The store-only path names itself.
+    const direct = await uncertainKey();
+    expect((await cli(['resolve', direct.key, '--not-applied', '--reason', 'checked'])).code).toBe(
+      0,
+    );
+    expect((await store.events(direct.key)).at(-1)?.identity).toMatch(
+      /^\d+@.+ \(sideeffect CLI, store only\)$/,
+    );
+    const json = JSON.parse((await cli(['show', direct.key, '--json'])).stdout);
+    expect(json.events.at(-1).identity).toMatch(/sideeffect CLI, store only/);
+  });
 });

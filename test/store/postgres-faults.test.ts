@@ -10,6 +10,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type Action,
+  isNotApplied,
   OutcomeUncertainError,
   Runner,
   type Store,
@@ -128,7 +129,10 @@ describe('a connection killed mid-operation', () => {
       await side.query('select pg_terminate_backend($1)', [pid]);
       await tx.query('select 1');
     });
-    await expect(write).rejects.toBeInstanceOf(StoreUnavailableError);
+    const error = await write.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    // Lost before COMMIT was sent: the transaction cannot have committed.
+    expect(isNotApplied(error)).toBe(true);
     const { rows } = await h.db.pool.query('select * from ledger where resource = $1', [resource]);
     expect(rows).toEqual([]);
     expect(await h.sink.highestFence(resource)).toBe(0);

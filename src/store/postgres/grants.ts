@@ -15,6 +15,8 @@ const KINDS: readonly RoleKind[] = ['runtime', 'operator', 'readonly'];
 
 /** The verdict function, by its signature (resolve_uncertain runs with its owner's rights). */
 const RESOLVE = 'resolve_uncertain(text, boolean, bytea, text, text, bigint)';
+/** The same with the delivering identity (0009); the store calls this one. */
+const RESOLVE_WITH_IDENTITY = 'resolve_uncertain(text, boolean, bytea, text, text, bigint, text)';
 
 /**
  * The GRANT statements that give an existing role what its kind needs on a migrated schema, as SQL
@@ -57,7 +59,7 @@ export function grantsScript(options: { schema?: string; role: string; kind: Rol
     case 'operator':
       lines.push(
         `grant select on table ${s}.keys, ${s}.events to ${r};`,
-        `grant execute on function ${s}.${RESOLVE}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
+        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
       );
       break;
     case 'readonly':

@@ -160,8 +160,8 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
         try {
           await client.query('rollback');
         } catch {
-          // Nothing was committed: the server drops an open transaction with its connection.
-          failed = true;
+          // The connection is gone, and with it the open transaction: nothing was committed.
+          throw definite(new StoreUnavailableError(operation, error));
         }
         throw definite(error);
       }

@@ -177,7 +177,7 @@ const SQL = {
   completeJudged: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
   markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
   release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
-  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6)`,
+  resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6, $7)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
   purge: (s: string) => `select ${s}.purge_batch($1, $2) as o_purged`,
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
@@ -263,18 +263,18 @@ const SQL = {
   uncertainBacklog: (s: string) => uncertainBacklog(s),
   // The logged events, with the two recorded on the key row in their place: its first grant (or
   // transactional commit) before them, its completion after them. Each reads as it would logged.
-  events: (s: string) => `select key, from_state, to_state, fence, reason, actor,
+  events: (s: string) => `select key, from_state, to_state, fence, reason, actor, identity,
     ${s}.epoch_ms(at) as at_ms from (
       select key, 'free' as from_state, granted_state as to_state, granted_fence as fence,
         case granted_state when 'done' then 'applied in transaction' else 'granted' end as reason,
         case granted_state when 'done' then 'executeInTransaction' else 'acquire' end as actor,
-        granted_at as at, 0 as part, 0::bigint as id
+        granted_at as at, null::text as identity, 0 as part, 0::bigint as id
       from ${s}.keys where key = $1 and granted_at is not null
       union all
-      select key, from_state, to_state, fence, reason, actor, at, 1, id
+      select key, from_state, to_state, fence, reason, actor, at, identity, 1, id
       from ${s}.events where key = $1
       union all
-      select key, completed_from, 'done', fence, 'completed', 'complete', updated_at, 2, 0
+      select key, completed_from, 'done', fence, 'completed', 'complete', updated_at, null, 2, 0
       from ${s}.keys where key = $1 and completed_from is not null
     ) logged order by part, id`,
 };
@@ -842,6 +842,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       verdict.reason,
       verdict.by ?? 'resolve',
       verdict.fence ?? null,
+      verdict.identity ?? null,
     ]);
     switch (row.o_outcome) {
       case 'resolved':
@@ -898,6 +899,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       fence: string;
       reason: string;
       actor: string;
+      identity: string | null;
       at_ms: string;
     }>('events', [key]);
     return rows.map((row) => ({
@@ -907,6 +909,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       fence: int(row.fence),
       reason: maskConnectionString(row.reason),
       actor: row.actor,
+      ...(row.identity === null ? {} : { identity: row.identity }),
       at: int(row.at_ms),
     }));
   }
