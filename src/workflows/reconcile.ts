@@ -84,6 +84,8 @@ export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
  * replay their reminders as plain log lines.
  */
 export const RECHECK_STORE_PATCH = 'sideeffect-reconcile-recheck-store';
+/** A reminder reads the store at most this often, so a short `remindEveryMs` does not turn every reminder into an activity. */
+const MIN_STORE_RECHECK_MS = 60_000;
 /**
  * Marks runs that tell the store activity, with each verdict, the effect (whose declared `result`
  * check the worker runs before the store is touched) and the signal or Update that delivered it
@@ -222,6 +224,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   let remindAt = carried?.remindAt;
 
   let recheckAsked = false;
+  let storeReadAt: number | undefined;
   // `resolve` signals this run has received: the n-th is the n-th such event of its history.
   let resolveSignals = 0;
 
@@ -417,8 +420,11 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     const woken = await condition(() => pending() || recheckAsked || handOver(), dueIn);
     if (!woken || (recheckAsked && !pending())) {
       const reminder = !woken;
+      const asked = recheckAsked;
       recheckAsked = false;
-      if (patched(RECHECK_STORE_PATCH)) {
+      const due = storeReadAt === undefined || Date.now() - storeReadAt >= MIN_STORE_RECHECK_MS;
+      if ((asked || due) && patched(RECHECK_STORE_PATCH)) {
+        storeReadAt = Date.now();
         const decided = await store.inspectKey(key);
         if (decided) {
           resolution = { key, ...decided, reason: 'decided in the store', decidedBy: 'store' };
