@@ -9,6 +9,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { sweepLockKey } from '../../src/store/postgres/store.js';
 import { reconcileWorkflowId, resolveSignal } from '../../src/workflows/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
@@ -24,7 +25,6 @@ import {
 
 const OPEN = 'sideeffect_uncertain_open';
 /** The advisory lock class PgStore's sweep leadership uses (its key is hashtext(schema)). */
-const SWEEP_LOCK_CLASS = 0x5e1e;
 
 let db: FreshSchema;
 let connection: Connection;
@@ -87,17 +87,19 @@ describe('backlog gauges', () => {
 
     // The test queues for the lock before killing the leader's session, so it is next in line:
     // while it holds the lock no worker leads, and each must report 0.
-    const lock = [SWEEP_LOCK_CLASS, db.schema];
+    // A one-bigint advisory lock shows in pg_locks as its high and low 32 bits (objsubid 1).
+    const key = sweepLockKey(db.schema);
+    const bits = BigInt.asUintN(64, BigInt(key));
     const holder = await db.pool.connect();
     try {
       const { rows } = await db.pool.query<{ pid: number }>(
         `select pid from pg_locks
-          where locktype = 'advisory' and granted and classid = $1 and objsubid = 2
-            and objid = (hashtext($2)::bigint & 4294967295)::oid`,
-        lock,
+          where locktype = 'advisory' and granted and objsubid = 1
+            and classid = $1::bigint::oid and objid = $2::bigint::oid`,
+        [String(bits >> 32n), String(bits & 0xffffffffn)],
       );
       expect(rows).toHaveLength(1);
-      const queued = holder.query('select pg_advisory_lock($1, hashtext($2))', lock);
+      const queued = holder.query('select pg_advisory_lock($1::bigint)', [key]);
       const waiting = `select 1 from pg_locks where locktype = 'advisory' and not granted and pid = $1`;
       const pid = (holder as unknown as { processID: number }).processID;
       await waitFor(
@@ -110,7 +112,7 @@ describe('backlog gauges', () => {
         const open = await openByWorker();
         return open[leader] === 0 && open.every((value) => value === 0) ? true : undefined;
       }, 'the old leader, and everyone, to report 0 while nobody leads');
-      await holder.query('select pg_advisory_unlock($1, hashtext($2))', lock);
+      await holder.query('select pg_advisory_unlock($1::bigint)', [key]);
     } finally {
       holder.release();
     }

@@ -106,7 +106,7 @@ export interface PgStoreOptions extends PoolOptions {
  * two schemas on one database do not share a leader (a 32-bit hashtext() collides in a few tens
  * of thousands of names). A single bigint key lives apart from migrate()'s two-int keys.
  */
-function sweepLockKey(schema: string): string {
+export function sweepLockKey(schema: string): string {
   return createHash('sha256')
     .update(`sideeffect sweep leader\0${schema}`)
     .digest()
