@@ -12,7 +12,7 @@ import { Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import pg from 'pg';
 import { maskConnectionString } from '../src/core/mask.js';
-import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
+import { connectionConfig, migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
 import { clusterSettings, createWorker } from '../src/worker/index.js';
 import {
   reconcileWorkflowId,
@@ -26,7 +26,18 @@ import { resolveInstructions } from './instructions.js';
 const TEMPORAL = clusterSettings();
 const TEMPORAL_ADDRESS = TEMPORAL.connectionOptions.address;
 const UI = process.env.TEMPORAL_UI_URL || 'http://localhost:8233';
-const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+/**
+ * DATABASE_URL, else the PG* variables, as the worker and the CLI read them; with neither set,
+ * the local Postgres of a fresh checkout.
+ */
+const DATABASE = Object.keys(process.env).some(
+  (name) => (name === 'DATABASE_URL' || name.startsWith('PG')) && process.env[name],
+)
+  ? connectionConfig()
+  : { connectionString: 'postgres://postgres@127.0.0.1:5432/postgres' };
+const DATABASE_SHOWN = DATABASE.connectionString
+  ? maskConnectionString(DATABASE.connectionString)
+  : `${DATABASE.host ?? 'localhost'}:${DATABASE.port ?? 5432}/${DATABASE.database ?? DATABASE.user ?? ''} (PG* variables)`;
 const SCHEMA = process.env.SIDEEFFECT_SCHEMA || 'sideeffect';
 const TASK_QUEUE = 'sideeffect-demo';
 const run = randomBytes(3).toString('hex');
@@ -45,7 +56,7 @@ async function main(): Promise<void> {
        cents int not null, fence bigint not null, at timestamptz not null default now())`,
   );
   say(
-    `  Postgres  ${maskConnectionString(DATABASE_URL)} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
+    `  Postgres  ${DATABASE_SHOWN} schema ${SCHEMA}${applied.length ? ` (migrated ${applied.join(', ')})` : ''}`,
   );
 
   const store = new PgStore({ pool, schema: SCHEMA });
@@ -214,7 +225,7 @@ async function temporalAnswers(): Promise<boolean> {
 }
 
 async function connectPostgres(): Promise<pg.Pool> {
-  const pool = new pg.Pool({ connectionString: DATABASE_URL, connectionTimeoutMillis: 5_000 });
+  const pool = new pg.Pool({ ...DATABASE, connectionTimeoutMillis: 5_000 });
   pool.on('error', () => {});
   try {
     await pool.query('select 1');
@@ -222,8 +233,8 @@ async function connectPostgres(): Promise<pg.Pool> {
   } catch (error) {
     await pool.end().catch(() => {});
     return fail(
-      `Postgres does not answer at ${DATABASE_URL} (${(error as Error).message}).\n` +
-        'Start Postgres there, or set DATABASE_URL=postgres://user@host:5432/database (password in PGPASSWORD) and run npm start again.',
+      `Postgres does not answer at ${DATABASE_SHOWN} (${(error as Error).message}).\n` +
+        'Start Postgres there, or set DATABASE_URL=postgres://user@host:5432/database (or the PG* variables; password in PGPASSWORD) and run npm start again.',
     );
   }
 }

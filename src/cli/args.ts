@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { KeyState } from '../core/types.js';
+import { parseDuration } from '../protocol/duration.js';
 import type { RoleKind } from '../store/postgres/grants.js';
 import type { ResourceSelection } from './resolve-batch.js';
 import { HELP, UsageError } from './usage.js';
@@ -12,6 +13,8 @@ export type Command =
       name: 'migrate';
       json: boolean;
       printSql: boolean;
+      status: boolean;
+      dryRun: boolean;
       printGrants?: { role: string; kind: RoleKind };
     }
   | { name: 'list'; json: boolean; state?: KeyState; limit: number }
@@ -44,9 +47,26 @@ export type Command =
   | { name: 'stats'; json: boolean }
   | { name: 'purge'; json: boolean; olderThanMs: number; force: boolean; yes: boolean };
 
+/** How results are printed: `text` for people, `json` (one document) or `jsonl` (one object a line) for scripts. */
+export type Output = 'text' | 'json' | 'jsonl';
+
+/** Options every command takes: where the store and Temporal are (as the `temporal` CLI names them), and the output. */
+export interface GlobalOptions {
+  output: Output;
+  /** A Postgres connection string; wins over `DATABASE_URL` and the `PG*` variables. */
+  connection?: string;
+  /** The store's schema; wins over `SIDEEFFECT_SCHEMA`. */
+  schema?: string;
+  address?: string;
+  namespace?: string;
+  profile?: string;
+}
+
+const GLOBAL = ['json', 'output', 'connection', 'schema', 'address', 'namespace', 'profile'];
+const OUTPUTS: readonly Output[] = ['text', 'json', 'jsonl'];
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
-  migrate: ['print-sql', 'print-grants', 'kind'],
+  migrate: ['print-sql', 'print-grants', 'kind', 'status', 'dry-run'],
   list: ['state', 'limit'],
   resolve: [
     'applied',
@@ -80,25 +100,72 @@ const VALUED = new Set([
   '--resource',
   '--from-file',
   '--data-converter',
+  '--connection',
+  '--schema',
+  '--address',
+  '--namespace',
+  '--profile',
+  '--output',
+  '-o',
 ]);
 /** Long enough for a busy worker to take the Update, short enough that a person is not left hanging. */
 const DEFAULT_RESOLVE_WAIT_MS = 30_000;
-const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
+/** A parsed command line; see {@link parseInvocation}. */
 export function parseCommand(argv: string[], user = 'cli'): Command {
+  return parseInvocation(argv, user).command;
+}
+
+/** The command and the options every command takes. */
+export function parseInvocation(
+  argv: string[],
+  user = 'cli',
+): { command: Command; options: GlobalOptions } {
   const [name, ...rest] = argv;
+  const plain: GlobalOptions = { output: 'text' };
   if (!name || name === '--help' || name === '-h' || name === 'help')
-    return { name: 'help', topic: 'main' };
-  if (name === '--version' || name === '-v' || name === 'version') return { name: 'version' };
+    return { command: { name: 'help', topic: 'main' }, options: plain };
+  if (name === '--version' || name === '-v' || name === 'version')
+    return { command: { name: 'version' }, options: plain };
   const help = HELP[name];
   if (!help || name === 'main') throw new UsageError(`unknown command "${name}"`, HELP.main!);
   const { values, positionals } = parse(rest, help);
-  if (values.help) return { name: 'help', topic: name };
+  if (values.help) return { command: { name: 'help', topic: name }, options: plain };
   const stray = Object.keys(values).find(
-    (option) => !['json', ...(OPTIONS[name] ?? [])].includes(option),
+    (option) => !GLOBAL.includes(option) && !(OPTIONS[name] ?? []).includes(option),
   );
   if (stray) throw new UsageError(`${name} does not take --${stray}`, help);
-  const json = values.json === true;
+  const options = globalOptions(values, help);
+  return {
+    command: command(name, values, positionals, options.output !== 'text', user, help),
+    options,
+  };
+}
+
+function globalOptions(values: ReturnType<typeof parse>['values'], help: string): GlobalOptions {
+  const output = (values.output ?? (values.json ? 'json' : 'text')) as Output;
+  if (!OUTPUTS.includes(output))
+    throw new UsageError(`-o/--output must be one of ${OUTPUTS.join(', ')}`, help);
+  if (values.json && output === 'text')
+    throw new UsageError('--json is -o json: give one of them', help);
+  const options: GlobalOptions = { output };
+  for (const name of ['connection', 'schema', 'address', 'namespace', 'profile'] as const) {
+    const value = values[name];
+    if (value === undefined) continue;
+    if (!value.trim()) throw new UsageError(`--${name} needs a value`, help);
+    options[name] = value;
+  }
+  return options;
+}
+
+function command(
+  name: string,
+  values: ReturnType<typeof parse>['values'],
+  positionals: string[],
+  json: boolean,
+  user: string,
+  help: string,
+): Command {
   const one = (what: string): string => {
     if (positionals.length !== 1 || !positionals[0])
       throw new UsageError(`expected exactly one ${what}`, help);
@@ -109,9 +176,22 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
       throw new UsageError(`unexpected argument "${positionals[0]}"`, help);
   };
   switch (name) {
-    case 'migrate':
+    case 'migrate': {
       none();
-      return { name, json, printSql: values['print-sql'] === true, ...grants(values, help) };
+      const modes = ['print-sql', 'print-grants', 'status', 'dry-run'].filter(
+        (mode) => values[mode as 'status'] !== undefined,
+      );
+      if (modes.length > 1)
+        throw new UsageError(`give one of --${modes.join(', --')}, not several`, help);
+      return {
+        name,
+        json,
+        printSql: values['print-sql'] === true,
+        status: values.status === true,
+        dryRun: values['dry-run'] === true,
+        ...grants(values, help),
+      };
+    }
     case 'stats':
       none();
       return { name, json };
@@ -217,10 +297,14 @@ function grants(
   return { printGrants: { role, kind } };
 }
 
+/** The library's own duration format (what `recheckEvery` takes), so `1h30m` and `'1 hour'` work here too. */
 function duration(value: unknown, option: string, help: string): number {
-  const match = /^(\d+)([smhd])$/.exec(String(value ?? ''));
-  if (!match) throw new UsageError(`--${option} must look like 30d, 12h, 90m or 45s`, help);
-  const ms = Number(match[1]) * UNITS[match[2]!]!;
+  const ms =
+    typeof value === 'string' && !/^\s*\d+(\.\d+)?\s*$/.test(value)
+      ? parseDuration(value)
+      : undefined;
+  if (ms === undefined)
+    throw new UsageError(`--${option} must be a duration like 30d, 12h, 1h30m or "2 days"`, help);
   if (ms <= 0) throw new UsageError(`--${option} must be more than zero`, help);
   return ms;
 }
@@ -323,6 +407,13 @@ function parse(args: string[], help: string) {
         force: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
         'data-converter': { type: 'string' },
+        status: { type: 'boolean' },
+        connection: { type: 'string' },
+        schema: { type: 'string' },
+        address: { type: 'string' },
+        namespace: { type: 'string' },
+        profile: { type: 'string' },
+        output: { type: 'string', short: 'o' },
       },
     });
   } catch (error) {

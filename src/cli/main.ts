@@ -9,15 +9,17 @@ import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
 import {
+  connectionConfig,
   grantsScript,
   migrate,
   migrationScript,
+  migrationStatus,
   PgStore,
   storeStats,
 } from '../store/postgres/index.js';
 import { quoteSchema } from '../store/postgres/sql.js';
-import { type ClusterSettings, clusterSettings } from '../worker/cluster.js';
-import { type Command, parseCommand } from './args.js';
+import { type ClusterOptions, type ClusterSettings, clusterSettings } from '../worker/cluster.js';
+import { type Command, type GlobalOptions, type Output, parseInvocation } from './args.js';
 import { loadDataConverter } from './data-converter.js';
 import { printKey, printList, printStats } from './format.js';
 import { resolveKey } from './resolve.js';
@@ -32,21 +34,28 @@ import { EXIT, HELP, UsageError } from './usage.js';
 
 /** Where the CLI finds the store and Temporal; the same variables the worker and the demo read. */
 export interface CliEnvironment {
-  databaseUrl: string;
+  /** `DATABASE_URL`, else the `PG*` variables: {@link connectionConfig}, as a worker reads them. */
+  database: pg.PoolConfig;
   schema: string;
   /** Temporal's standard client configuration (profile file and TEMPORAL_* variables), read when a command needs Temporal. */
-  temporal: () => ClusterSettings;
+  temporal: (
+    overrides: Pick<ClusterOptions, 'address' | 'namespace' | 'profile'>,
+  ) => ClusterSettings;
   /** Module of the app's data converter (`SIDEEFFECT_DATA_CONVERTER`); `--data-converter` wins. */
   dataConverterPath?: string;
 }
 
 export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
   return {
-    databaseUrl: env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
+    database: connectionConfig({ env }),
     schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
-    temporal: () => clusterSettings({ env }),
+    temporal: (overrides) => clusterSettings({ env, ...definedOnly(overrides) }),
     ...(env.SIDEEFFECT_DATA_CONVERTER ? { dataConverterPath: env.SIDEEFFECT_DATA_CONVERTER } : {}),
   };
+}
+
+function definedOnly<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 /**
@@ -73,11 +82,14 @@ export async function main(
     err: (line: string) => output.err(maskConnectionString(line)),
   };
   let command: Command;
+  let options: GlobalOptions;
   try {
-    command = parseCommand(argv, safeUser());
+    ({ command, options } = parseInvocation(argv, safeUser()));
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     io.err(`sideeffect: ${error.message}\n\n${error.help}`);
+    if (wantsJson(argv))
+      io.out(JSON.stringify({ error: { code: error.code, message: error.message } }));
     return EXIT.usage;
   }
   if (command.name === 'help') {
@@ -88,21 +100,27 @@ export async function main(
     io.out(packageVersion());
     return EXIT.ok;
   }
+  const schema = options.schema ?? env.schema;
   try {
-    quoteSchema(env.schema);
+    quoteSchema(schema);
   } catch (error) {
     if (!(error instanceof InvalidSchemaError)) throw error;
-    io.err(`sideeffect: SIDEEFFECT_SCHEMA: ${error.message}`);
-    if (command.json) io.out(JSON.stringify({ error: { code: error.code, rule: error.rule } }));
+    io.err(`sideeffect: --schema/SIDEEFFECT_SCHEMA: ${error.message}`);
+    if (options.output !== 'text')
+      io.out(
+        JSON.stringify({ error: { code: error.code, rule: error.rule, message: error.message } }),
+      );
     return EXIT.usage;
   }
   if (command.name === 'migrate' && command.printGrants) {
-    output.out(grantsScript({ schema: env.schema, ...command.printGrants }));
+    output.out(grantsScript({ schema, ...command.printGrants }));
     return EXIT.ok;
   }
+  const print = printer(options.output, io.out);
   if (command.name === 'migrate' && command.printSql) {
     // SQL text, printed as written: no reason or connection string is in it.
-    output.out(migrationScript({ schema: env.schema }));
+    const sql = migrationScript({ schema });
+    printer(options.output, output.out)(sql, { schema, sql });
     return EXIT.ok;
   }
   let dataConverter: DataConverter | undefined;
@@ -116,45 +134,80 @@ export async function main(
     } catch (error) {
       if (!(error instanceof UsageError)) throw error;
       io.err(`sideeffect: ${error.message}`);
+      if (options.output !== 'text')
+        io.out(JSON.stringify({ error: { code: error.code, message: error.message } }));
       return EXIT.usage;
     }
   }
   const pool = new pg.Pool({
-    connectionString: env.databaseUrl,
+    ...(options.connection ? { connectionString: options.connection } : env.database),
     max: 2,
     connectionTimeoutMillis: 5_000,
   });
   pool.on('error', () => {});
-  const store = new PgStore({ pool, schema: env.schema });
+  const store = new PgStore({ pool, schema });
   const temporalClient = (connection: Connection, namespace: string) =>
     new Client({ connection, namespace, ...(dataConverter ? { dataConverter } : {}) });
-  const print = (human: string, json: unknown) =>
-    io.out(command.json ? JSON.stringify(json, null, 2) : human);
+  const fail = (code: string, message: string, exit: number, details: object = {}) => {
+    io.err(`sideeffect: ${message}`);
+    if (options.output !== 'text')
+      io.out(
+        JSON.stringify({ error: { code, message: maskConnectionString(message), ...details } }),
+      );
+    return exit;
+  };
+  const temporal = () =>
+    env.temporal({
+      address: options.address,
+      namespace: options.namespace,
+      profile: options.profile,
+    });
   try {
     return await run(command, {
       confirm: output.confirm,
       pool,
       store,
-      env,
+      schema,
+      temporal,
       print,
+      fail,
       io,
       temporalClient,
     });
   } catch (error) {
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
-    io.err(`sideeffect: ${error instanceof Error ? error.message : String(error)}`);
-    if (command.json)
-      io.out(
-        JSON.stringify({
-          error: { code, message: maskConnectionString(String((error as Error).message)) },
-        }),
-      );
-    return error instanceof SideEffectError && code !== 'STORE_UNAVAILABLE'
-      ? EXIT.refused
-      : EXIT.unavailable;
+    return fail(
+      code,
+      error instanceof Error ? error.message : String(error),
+      error instanceof SideEffectError && code !== 'STORE_UNAVAILABLE'
+        ? EXIT.refused
+        : EXIT.unavailable,
+    );
   } finally {
     await pool.end();
   }
+}
+
+/** `--json` or `-o json|jsonl` anywhere: a usage error is then answered in JSON too. */
+function wantsJson(argv: string[]): boolean {
+  return argv.some(
+    (arg, i) =>
+      arg === '--json' ||
+      /^(-o|--output)=?(json|jsonl)$/.test(arg) ||
+      (['-o', '--output'].includes(argv[i - 1] ?? '') && /^jsonl?$/.test(arg)),
+  );
+}
+
+/**
+ * Text for people; `json` one indented document; `jsonl` one compact object a line (each item of
+ * a list on its own line), for `jq` and log pipelines. Times in JSON are ISO-8601, as in text.
+ */
+function printer(output: Output, out: (line: string) => void) {
+  return (human: string, json: unknown) => {
+    if (output === 'text') out(human);
+    else if (output === 'json') out(JSON.stringify(json, null, 2));
+    else for (const item of Array.isArray(json) ? json : [json]) out(JSON.stringify(item));
+  };
 }
 
 interface Context {
@@ -162,8 +215,11 @@ interface Context {
   confirm: ((question: string) => Promise<boolean>) | undefined;
   pool: pg.Pool;
   store: Store;
-  env: CliEnvironment;
+  schema: string;
+  temporal: () => ClusterSettings;
   print: (human: string, json: unknown) => void;
+  /** Reports a failure on stderr (and as `{"error": {code, message}}` in JSON) and returns the exit code. */
+  fail: (code: string, message: string, exit: number, details?: object) => number;
   io: { out: (line: string) => void; err: (line: string) => void };
   /** A Client through the app's data converter, when one was given. */
   temporalClient: (connection: Connection, namespace: string) => Client;
@@ -176,12 +232,46 @@ async function run(
   const { store, print } = ctx;
   switch (command.name) {
     case 'migrate': {
-      const applied = await migrate(ctx.pool, { schema: ctx.env.schema });
+      const { schema } = ctx;
+      if (command.status || command.dryRun) {
+        const status = await migrationStatus(ctx.pool, { schema });
+        if (status.unknown.length > 0)
+          return ctx.fail(
+            'MIGRATION_CONFLICT',
+            `schema ${schema} has migration(s) ${status.unknown.join(', ')}, unknown to this version of sideeffect: upgrade sideeffect (the code), never downgrade the schema`,
+            EXIT.refused,
+            { schema, unknown: status.unknown },
+          );
+        if (command.dryRun) {
+          print(
+            status.pending.length
+              ? `would apply ${status.pending.join(', ')} to schema ${schema} (dry run: nothing changed)`
+              : `schema ${schema} is up to date (dry run: nothing changed)`,
+            { schema, dryRun: true, pending: status.pending },
+          );
+          return EXIT.ok;
+        }
+        const applied = status.applied.map((m) => `  applied  ${m.appliedAt}  ${m.name}`);
+        const pending = status.pending.map((name) => `  pending  ${name}`);
+        print(
+          [
+            `schema ${schema}: ${status.applied.length} applied, ${status.pending.length} pending`,
+            ...applied,
+            ...pending,
+            ...(status.pending.length
+              ? ['run `sideeffect migrate` to apply the pending ones']
+              : []),
+          ].join('\n'),
+          { schema, applied: status.applied, pending: status.pending },
+        );
+        return EXIT.ok;
+      }
+      const applied = await migrate(ctx.pool, { schema });
       print(
         applied.length
-          ? `applied ${applied.join(', ')} to schema ${ctx.env.schema}`
-          : `schema ${ctx.env.schema} is up to date`,
-        { schema: ctx.env.schema, applied },
+          ? `applied ${applied.join(', ')} to schema ${schema}`
+          : `schema ${schema} is up to date`,
+        { schema, applied },
       );
       return EXIT.ok;
     }
@@ -192,24 +282,25 @@ async function run(
     }
     case 'show': {
       const record = await store.inspect(command.key);
-      if (!record) {
-        ctx.io.err(`sideeffect: no key "${command.key}" in schema ${ctx.env.schema}`);
-        if (command.json) ctx.io.out(JSON.stringify({ error: { code: 'NOT_FOUND' } }));
-        return EXIT.refused;
-      }
+      if (!record)
+        return ctx.fail(
+          'NOT_FOUND',
+          `no key "${command.key}" in schema ${ctx.schema} (check --schema / SIDEEFFECT_SCHEMA and the database)`,
+          EXIT.refused,
+        );
       const events = await store.events(command.key);
-      print(printKey(record, events), { ...jsonRecord(record), events });
+      print(printKey(record, events), {
+        ...jsonRecord(record),
+        events: events.map((event) => ({ ...event, at: iso(event.at) })),
+      });
       return EXIT.ok;
     }
     case 'resolve': {
-      const temporal = ctx.env.temporal();
+      const temporal = ctx.temporal();
       const connection = await connectTemporal(temporal);
       try {
         const client = connection && ctx.temporalClient(connection, temporal.namespace);
-        if (!client)
-          ctx.io.err(
-            `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
-          );
+        if (!client) ctx.io.err(unreachable(temporal));
         const { applied, reason, result, by, fence } = command;
         const input = {
           applied,
@@ -228,13 +319,13 @@ async function run(
         // The JSON on stdout says it too; a person piping it should still see this.
         if (outcome.timedOut && command.json) ctx.io.err(`sideeffect: ${outcome.message}`);
         print(outcome.message, outcome);
-        return outcome.won ? EXIT.ok : EXIT.refused;
+        if (!outcome.won) return EXIT.refused;
+        return client ? EXIT.ok : EXIT.unavailable;
       } catch (error) {
         if (!(error instanceof NotUncertainError)) throw error;
-        ctx.io.err(`sideeffect: ${error.message}: nothing to resolve`);
-        if (command.json)
-          ctx.io.out(JSON.stringify({ error: { code: error.code, state: error.state } }));
-        return EXIT.refused;
+        return ctx.fail(error.code, `${error.message}: nothing to resolve`, EXIT.refused, {
+          state: error.state,
+        });
       } finally {
         await connection?.close();
       }
@@ -242,23 +333,23 @@ async function run(
     case 'resolve-batch':
       return resolveMany(command, ctx);
     case 'stats': {
-      const stats = await storeStats(ctx.pool, { schema: ctx.env.schema });
+      const stats = await storeStats(ctx.pool, { schema: ctx.schema });
       print(printStats(stats), stats);
       return EXIT.ok;
     }
     case 'purge': {
       if (!command.yes) {
-        const question = `purge done keys older than ${command.olderThanMs / 1000} s from schema ${ctx.env.schema}? They are forgotten: a retry of one runs its effect again. [y/N] `;
+        const question = `purge done keys older than ${command.olderThanMs / 1000} s from schema ${ctx.schema}? They are forgotten: a retry of one runs its effect again. [y/N] `;
         const confirm = ctx.confirm;
         if (!confirm) {
-          ctx.io.err(
-            'sideeffect: purge needs --yes when stdin or stdout is not a terminal (nobody to ask for confirmation)',
+          return ctx.fail(
+            'USAGE',
+            'purge needs --yes when stdin or stdout is not a terminal (nobody to ask for confirmation)',
+            EXIT.usage,
           );
-          return EXIT.usage;
         }
         if (!(await confirm(question))) {
-          ctx.io.err('sideeffect: purge not confirmed: nothing deleted');
-          return EXIT.refused;
+          return ctx.fail('NOT_CONFIRMED', 'purge not confirmed: nothing deleted', EXIT.refused);
         }
       }
       const purged = await store.purge({ olderThanMs: command.olderThanMs, force: command.force });
@@ -280,10 +371,7 @@ async function resolveMany(
       verdicts = await readVerdictFile(source.file, by);
     } catch (error) {
       if (!(error instanceof UsageError)) throw error;
-      ctx.io.err(`sideeffect: ${error.message}`);
-      if (command.json)
-        ctx.io.out(JSON.stringify({ error: { code: error.code, message: error.message } }));
-      return EXIT.usage;
+      return ctx.fail(error.code, error.message, EXIT.usage);
     }
     selected = `${verdicts.length} verdict(s) from ${source.file}`;
   } else {
@@ -299,17 +387,14 @@ async function resolveMany(
     );
     selected = `${keys.length} uncertain key(s) on ${source.selection.resource}`;
   }
-  const temporal = dryRun ? undefined : ctx.env.temporal();
+  const temporal = dryRun ? undefined : ctx.temporal();
   const connection = temporal && (await connectTemporal(temporal));
   try {
     const client = connection && ctx.temporalClient(connection, temporal!.namespace);
-    if (temporal && !client)
-      ctx.io.err(
-        `sideeffect: Temporal at ${temporal.connectionOptions.address} does not answer; resolving in the store only`,
-      );
+    if (temporal && !client) ctx.io.err(unreachable(temporal));
     const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun });
     ctx.print(printBatch(report, selected), report);
-    if (report.failed.length > 0) return EXIT.unavailable;
+    if (report.failed.length > 0 || (temporal && !client)) return EXIT.unavailable;
     if (report.alreadyDecided.length > 0 || report.refused.length > 0) return EXIT.refused;
     return EXIT.ok;
   } finally {
@@ -335,8 +420,21 @@ async function connectTemporal(settings: ClusterSettings): Promise<Connection | 
   }
 }
 
+/**
+ * Temporal unreachable: a verdict still goes to the store (the ReconcileWorkflow reads it at its
+ * next recheck), but the run exits 3 so a script knows the waiting workflow was not told.
+ */
+function unreachable(temporal: ClusterSettings): string {
+  return `sideeffect: Temporal at ${temporal.connectionOptions.address} (namespace ${temporal.namespace}) does not answer; recording in the store only (exit 3): the waiting workflow sees the verdict at its next recheck. Check --address, --namespace, --profile or TEMPORAL_ADDRESS`;
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
 function jsonRecord(record: KeyRecord) {
-  const { result, ...rest } = record;
+  const { result, updatedAt, ...fields } = record;
+  const rest = { ...fields, updatedAt: iso(updatedAt) };
   if (!result) return rest;
   try {
     return { ...rest, result: decodeJson(result) };

@@ -18,8 +18,10 @@ export const HELP: Record<string, string> = {
 Usage: sideeffect <command> [options]
 
 Commands:
-  migrate [--print-sql]        create or upgrade the tables (safe to run from many workers);
-                               --print-sql prints the SQL instead, for your own migration tool
+  migrate [--status|--dry-run|--print-sql]
+                               create or upgrade the tables (safe to run from many workers);
+                               --status lists applied and pending migrations, --dry-run what
+                               would be applied, --print-sql the SQL for your own migration tool
   list [--state S] [--limit N] keys, newest change first (S: free|held|applying|done|uncertain)
   show <key>                   state, fence, result, reason and the event history of a key
   resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N]
@@ -31,19 +33,30 @@ Commands:
   purge --older-than 30d [--yes] [--force]
                                delete done keys past retention (never uncertain keys or fences)
 
-Options everywhere: --json (machine output), --help; sideeffect --version prints the version
-Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
-  SIDEEFFECT_SCHEMA (default sideeffect). Temporal is reached like the temporal CLI does:
-  TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default default),
-  TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE (profile file).
-  SIDEEFFECT_DATA_CONVERTER (or resolve --data-converter PATH): a module exporting your
+Options everywhere:
+  -o, --output text|json|jsonl  text for people (default); json one document; jsonl one object a
+                                line. --json is -o json. Times are ISO-8601; errors in JSON are
+                                {"error": {"code", "message"}}
+  --connection URL   Postgres; default DATABASE_URL, else the PG* variables (PGHOST, PGPORT,
+                     PGUSER, PGPASSWORD, PGDATABASE, with pg's defaults), as a worker reads them
+  --schema NAME      the store's schema; default SIDEEFFECT_SCHEMA, else sideeffect
+  --address, --namespace, --profile   Temporal, as the temporal CLI takes them; default
+                     TEMPORAL_ADDRESS (else 127.0.0.1:7233), TEMPORAL_NAMESPACE (else default),
+                     TEMPORAL_PROFILE, with TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_CONFIG_FILE
+  --help; sideeffect --version prints the version
+SIDEEFFECT_DATA_CONVERTER (or resolve --data-converter PATH): a module exporting your
   dataConverter (e.g. an encryption codec), used for everything sent to and read from Temporal
+Durations (purge, resolve --older-than): 30d, 12h, 1h30m, 45s, "2 days", "1 hour"
 
-Exit codes: 0 done, 1 refused (e.g. already resolved, or a verdict for an earlier episode), 2 bad arguments, 3 store or Temporal unreachable`,
-  migrate: `Usage: sideeffect migrate [--print-sql | --print-grants ROLE --kind KIND] [--json]
+Exit codes: 0 done, 1 refused (e.g. already resolved, unknown key, a verdict for an earlier
+episode), 2 bad arguments, 3 store or Temporal unreachable (a resolve recorded in the store
+while Temporal did not answer exits 3 too: the waiting workflow was not told)`,
+  migrate: `Usage: sideeffect migrate [--status | --dry-run | --print-sql | --print-grants ROLE --kind KIND] [-o text|json|jsonl]
 
-Creates or upgrades the sideeffect tables in SIDEEFFECT_SCHEMA. Idempotent; several
-workers may run it at once.
+Creates or upgrades the sideeffect tables in the schema (--schema, SIDEEFFECT_SCHEMA).
+Idempotent; several workers may run it at once.
+  --status      list the applied migrations (with when) and the pending ones; changes nothing
+  --dry-run     print what migrate would apply; changes nothing
   --print-sql   print, without connecting, one SQL script that creates the schema from
                 scratch and records its migrations, for a team whose own tool owns the
                 database (a later \`sideeffect migrate\` then finds nothing to do)
@@ -85,7 +98,7 @@ Usage: sideeffect resolve --resource R --applied|--not-applied --reason TEXT
        sideeffect resolve --from-file verdicts.jsonl [--by NAME] [--dry-run] [--json]
 
 Decides many keys after an outage, each through its ReconcileWorkflow when one runs.
-  --resource R      every key uncertain on R now; --older-than/--newer-than (30d, 12h, 90m, 45s)
+  --resource R      every key uncertain on R now; --older-than/--newer-than (30d, 1h30m, 45s)
                     keep those uncertain for longer/shorter than that. No --result: every key
                     would get the same one; per-key results go in --from-file
   --from-file F     one JSON object a line: {"key": "...", "applied": true, "result": {...},
@@ -103,9 +116,9 @@ and for resolved ones who decided (probe:<effect>, cli:<user>, a person), which 
 how long it took from uncertain to verdict.`,
   purge: `Usage: sideeffect purge --older-than DURATION [--yes] [--force] [--json]
 
-Deletes done keys (and their events) last changed more than DURATION ago, e.g. 30d, 12h, 90m.
-Uncertain keys and resource fences are never deleted. A purged key is forgotten: a caller that
-retries it later runs its effect again.
+Deletes done keys (and their events) last changed more than DURATION ago, e.g. 30d, 1h30m,
+"2 days". Uncertain keys and resource fences are never deleted. A purged key is forgotten: a
+caller that retries it later runs its effect again.
 
   --yes     do not ask for confirmation (required when stdin or stdout is not a terminal: cron, CI)
   --force   allow DURATION below the floor of 7 days, the youngest a done key is purged by default`,

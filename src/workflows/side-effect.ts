@@ -10,6 +10,7 @@ import {
   type sleep,
   TemporalFailure,
 } from '@temporalio/workflow';
+import { parseDuration } from '../protocol/duration.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import { reconciledError } from '../protocol/signal-input.js';
 import {
@@ -328,23 +329,8 @@ async function awaitVerdict(
 
 /** Twice the last wait, capped at a day (or at `recheckEvery` if that is longer); unchanged if the duration cannot be read. */
 function nextRecheck(last: Duration, recheckEvery: Duration): Duration {
-  const lastMs = durationMs(last);
-  const firstMs = durationMs(recheckEvery);
+  const lastMs = parseDuration(last);
+  const firstMs = parseDuration(recheckEvery);
   if (lastMs === undefined || firstMs === undefined) return last;
   return Math.min(2 * lastMs, Math.max(firstMs, MAX_RECHECK_MS));
-}
-
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** Milliseconds of a number or an `ms`-style string (`'1 hour'`, `'30s'`, `'2 days'`); undefined for anything else. */
-function durationMs(duration: Duration): number | undefined {
-  if (typeof duration === 'number') return duration;
-  const match =
-    /^(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?)?$/i.exec(
-      String(duration).trim(),
-    );
-  if (!match) return undefined;
-  const unit = (match[2] ?? 'ms').toLowerCase();
-  const base = unit.startsWith('ms') || unit.startsWith('milli') ? 'ms' : unit[0]!;
-  return Number(match[1]) * UNIT_MS[base]!;
 }

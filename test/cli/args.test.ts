@@ -1,10 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { parseCommand } from '../../src/cli/args.js';
+import { parseCommand, parseInvocation } from '../../src/cli/args.js';
 import { UsageError } from '../../src/cli/usage.js';
 
 describe('sideeffect command line', () => {
   it('parses each command', () => {
-    expect(parseCommand(['migrate'])).toEqual({ name: 'migrate', json: false, printSql: false });
+    expect(parseCommand(['migrate'])).toEqual({
+      name: 'migrate',
+      json: false,
+      printSql: false,
+      status: false,
+      dryRun: false,
+    });
     expect(parseCommand(['list', '--state', 'uncertain', '--limit', '5', '--json'])).toEqual({
       name: 'list',
       json: true,
@@ -107,6 +113,55 @@ describe('sideeffect command line', () => {
     expect(parseCommand(['stats', '--json'])).toEqual({ name: 'stats', json: true });
   });
 
+  it('reads durations as the library does: 1h30m, "2 days", 45s', () => {
+    for (const [text, ms] of [
+      ['1h30m', 5_400_000],
+      ['2 days', 172_800_000],
+      ['1 hour', 3_600_000],
+      ['45s', 45_000],
+      ['1d 12h', 129_600_000],
+    ] as const) {
+      expect(parseCommand(['purge', '--older-than', text]), text).toMatchObject({
+        olderThanMs: ms,
+      });
+    }
+  });
+
+  it('takes the global options on every command, as the temporal CLI names them', () => {
+    expect(
+      parseInvocation([
+        'list',
+        '--connection',
+        'postgres://a@h/db',
+        '--schema',
+        'billing',
+        '--address',
+        'tmprl:7233',
+        '--namespace',
+        'prod',
+        '--profile',
+        'cloud',
+        '-o',
+        'jsonl',
+      ]),
+    ).toEqual({
+      command: { name: 'list', json: true, limit: 50 },
+      options: {
+        output: 'jsonl',
+        connection: 'postgres://a@h/db',
+        schema: 'billing',
+        address: 'tmprl:7233',
+        namespace: 'prod',
+        profile: 'cloud',
+      },
+    });
+    expect(parseInvocation(['stats', '--json']).options).toEqual({ output: 'json' });
+    expect(parseInvocation(['stats', '--output=json']).options).toEqual({ output: 'json' });
+    expect(parseInvocation(['stats']).options).toEqual({ output: 'text' });
+    expect(parseCommand(['migrate', '--status'])).toMatchObject({ status: true, dryRun: false });
+    expect(parseCommand(['migrate', '--dry-run'])).toMatchObject({ status: false, dryRun: true });
+  });
+
   it('answers --help everywhere', () => {
     expect(parseCommand([])).toEqual({ name: 'help', topic: 'main' });
     expect(parseCommand(['--help'])).toEqual({ name: 'help', topic: 'main' });
@@ -122,7 +177,7 @@ describe('sideeffect command line', () => {
     [['list', '--limit', '0'], /--limit must be a positive integer/],
     [['list', '--limit', 'ten'], /--limit must be a positive integer/],
     [['list', '--limit', '-1'], /--limit must be a positive integer/],
-    [['purge', '--older-than', '-3d'], /--older-than must look like/],
+    [['purge', '--older-than', '-3d'], /--older-than must be a duration like/],
     [['list', 'extra'], /unexpected argument "extra"/],
     [['show'], /expected exactly one key/],
     [['show', 'a', 'b'], /expected exactly one key/],
@@ -149,7 +204,7 @@ describe('sideeffect command line', () => {
       /--result only goes with --applied/,
     ],
     [['resolve', 'k', '--applied', '--reason', 'x', '--colour'], /Unknown option '--colour'/],
-    [['purge'], /--older-than must look like/],
+    [['purge'], /--older-than must be a duration like/],
     [['resolve', '--resource', 'r', '--from-file', 'f'], /--resource or --from-file, not both/],
     [['resolve', '--resource', 'r', '--reason', 'x'], /exactly one of --applied or --not-applied/],
     [
@@ -162,7 +217,7 @@ describe('sideeffect command line', () => {
     ],
     [
       ['resolve', '--resource', 'r', '--applied', '--reason', 'x', '--newer-than', '5x'],
-      /--newer-than must look like/,
+      /--newer-than must be a duration like/,
     ],
     [['resolve', '--resource', 'r', 'k', '--applied', '--reason', 'x'], /unexpected argument "k"/],
     [['resolve', '--from-file', 'f', '--applied'], /--applied does not go with --from-file/],
@@ -171,7 +226,12 @@ describe('sideeffect command line', () => {
       /--dry-run goes with --resource or --from-file/,
     ],
     [['stats', 'x'], /unexpected argument "x"/],
-    [['purge', '--older-than', '30 days'], /--older-than must look like/],
+    [['purge', '--older-than', '30'], /--older-than must be a duration like/],
+    [['purge', '--older-than', '1h30'], /--older-than must be a duration like/],
+    [['migrate', '--status', '--dry-run'], /give one of --status, --dry-run/],
+    [['list', '-o', 'yaml'], /-o\/--output must be one of text, json, jsonl/],
+    [['list', '--json', '-o', 'text'], /--json is -o json/],
+    [['list', '--schema', ''], /--schema needs a value/],
     [['purge', '--older-than', '0d'], /more than zero/],
   ];
   it.each(bad)('refuses %j', (argv, message) => {

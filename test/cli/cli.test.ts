@@ -308,6 +308,136 @@ const effects = {
     result: 'void',
   }),
 };
+describe('one way to find the database, and the options the temporal CLI has', () => {
+  const url = () => new URL(databaseUrl());
+  /** The same database as DATABASE_URL, told through pg's own PG* variables only. */
+  const pgVariables = () => ({
+    DATABASE_URL: '',
+    PGHOST: url().hostname,
+    PGPORT: url().port || '5432',
+    PGUSER: decodeURIComponent(url().username),
+    PGPASSWORD: decodeURIComponent(url().password),
+    PGDATABASE: url().pathname.slice(1),
+  });
+  const unreachable = 'postgres://postgres@127.0.0.1:1/none';
+
+  it('without DATABASE_URL the PG* variables name the database, as pg reads them for a worker', async () => {
+    const { key } = await uncertainKey();
+    const ran = await cli(['list', '-o', 'json'], pgVariables());
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(JSON.parse(ran.stdout).map((r: { key: string }) => r.key)).toContain(key);
+    // PGDATABASE is really what was read: another name is another database.
+    const other = await cli(['list'], { ...pgVariables(), PGDATABASE: 'sideeffect_no_such_db' });
+    expect(other.code).toBe(3);
+    expect(other.stderr).toMatch(/database "sideeffect_no_such_db" does not exist/);
+  });
+
+  it('DATABASE_URL wins over PG*, and --connection over both', async () => {
+    const { key } = await uncertainKey();
+    const urlWins = await cli(['show', key], {
+      ...pgVariables(),
+      DATABASE_URL: databaseUrl(),
+      PGDATABASE: 'sideeffect_no_such_db',
+    });
+    expect(urlWins.code, urlWins.stderr).toBe(0);
+    const flagWins = await cli(['show', key, '--connection', databaseUrl()], {
+      DATABASE_URL: unreachable,
+    });
+    expect(flagWins.code, flagWins.stderr).toBe(0);
+    expect(flagWins.stdout).toMatch(/state:\s+uncertain/);
+  });
+
+  it('--schema wins over SIDEEFFECT_SCHEMA', async () => {
+    const { key } = await uncertainKey();
+    const ran = await cli(['show', key, '--schema', db.schema], { SIDEEFFECT_SCHEMA: 'elsewhere' });
+    expect(ran.code, ran.stderr).toBe(0);
+    const wrong = await cli(['show', key, '-o', 'json'], { SIDEEFFECT_SCHEMA: 'elsewhere' });
+    expect(wrong.code).not.toBe(0);
+    expect(JSON.parse(wrong.stdout).error.message).toMatch(/elsewhere/);
+  });
+
+  it('-o text|json|jsonl: ISO-8601 times in JSON, one object a line in jsonl', async () => {
+    const { key } = await uncertainKey();
+    const lines = (await cli(['list', '-o', 'jsonl'])).stdout.trim().split('\n');
+    expect(lines.length).toBeGreaterThan(1);
+    const records = lines.map((line) => JSON.parse(line));
+    const mine = records.find((r: { key: string }) => r.key === key);
+    expect(mine.updatedAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    const shown = JSON.parse((await cli(['show', key, '--output', 'json'])).stdout);
+    expect(shown.updatedAt).toBe(mine.updatedAt);
+    expect(shown.events[0].at).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect((await cli(['show', key, '-o', 'text'])).stdout).toMatch(/^key:\s+/);
+  });
+
+  it('every JSON error carries a code and a message, with the documented exit code', async () => {
+    const cases: Array<[string[], Record<string, string>, number, string]> = [
+      [['show', 'never-seen', '-o', 'json'], {}, 1, 'NOT_FOUND'],
+      [
+        ['resolve', 'never-seen', '--not-applied', '--reason', 'x', '--json'],
+        {},
+        1,
+        'NOT_UNCERTAIN',
+      ],
+      [['list', '--state', 'bogus', '-o', 'json'], {}, 2, 'USAGE'],
+      [['list', '-o', 'json'], { DATABASE_URL: unreachable }, 3, 'STORE_UNAVAILABLE'],
+    ];
+    for (const [args, env, exit, code] of cases) {
+      const ran = await cli(args, env);
+      expect(ran.code, args.join(' ')).toBe(exit);
+      const { error } = JSON.parse(ran.stdout.trim().split('\n').at(-1)!);
+      expect(error.code, args.join(' ')).toBe(code);
+      expect(error.message, args.join(' ')).toEqual(expect.any(String));
+      expect(error.message.length).toBeGreaterThan(5);
+    }
+  });
+
+  it('migrate --status and --dry-run list applied and pending, and change nothing', async () => {
+    const empty = await freshSchema('cli_status');
+    try {
+      const env = { SIDEEFFECT_SCHEMA: empty.schema };
+      const before = JSON.parse((await cli(['migrate', '--status', '-o', 'json'], env)).stdout);
+      expect(before.applied).toEqual([]);
+      expect(before.pending[0]).toBe('0001_init.sql');
+      const dry = await cli(['migrate', '--dry-run'], env);
+      expect(dry.code).toBe(0);
+      expect(dry.stdout).toMatch(/would apply 0001_init.sql, .* \(dry run: nothing changed\)/);
+      const still = JSON.parse((await cli(['migrate', '--status', '--json'], env)).stdout);
+      expect(still.pending).toEqual(before.pending);
+      expect((await cli(['migrate'], env)).code).toBe(0);
+      const after = JSON.parse((await cli(['migrate', '--status', '-o', 'json'], env)).stdout);
+      expect(after.pending).toEqual([]);
+      expect(after.applied.map((m: { name: string }) => m.name)).toEqual(before.pending);
+      expect(after.applied[0].appliedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+      const text = await cli(['migrate', '--status'], env);
+      expect(text.stdout).toMatch(/0 pending/);
+      const sql = JSON.parse((await cli(['migrate', '--print-sql', '-o', 'json'], env)).stdout);
+      expect(sql).toMatchObject({
+        schema: empty.schema,
+        sql: expect.stringContaining('create schema'),
+      });
+    } finally {
+      await empty.drop();
+    }
+  });
+
+  it('resolve when Temporal does not answer: recorded in the store, exit 3, and says so', async () => {
+    const { key } = await uncertainKey();
+    const ran = await cli([
+      'resolve',
+      key,
+      '--not-applied',
+      '--reason',
+      'not in the ledger',
+      '--address',
+      '127.0.0.1:1',
+    ]);
+    expect(ran.code).toBe(3);
+    expect(ran.stderr).toMatch(
+      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; recording in the store only/,
+    );
+    expect((await store.inspect(key))?.state).toBe('free');
+  });
+});
 
 describe('sideeffect resolve racing the UI signal', () => {
   beforeAll(async () => {

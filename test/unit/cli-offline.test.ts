@@ -4,7 +4,10 @@ import { environment, main } from '../../src/cli/main.js';
 import { migrationScript } from '../../src/store/postgres/index.js';
 
 /** Commands that must answer without a database: nothing listens at this address. */
-const offline = { ...environment({}), databaseUrl: 'postgres://nobody@127.0.0.1:1/none' };
+const offline = {
+  ...environment({}),
+  database: { connectionString: 'postgres://nobody@127.0.0.1:1/none' },
+};
 
 async function cli(argv: string[], env = offline) {
   const out: string[] = [];

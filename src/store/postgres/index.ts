@@ -1,10 +1,13 @@
+export { connectionConfig } from './connection.js';
 export { grantsScript, type RoleKind } from './grants.js';
 export {
   listMigrations,
   type MigrateOptions,
   type Migration,
+  type MigrationStatus,
   migrate,
   migrationScript,
+  migrationStatus,
 } from './migrate.js';
 export { PgFencedSink, type PgFencedSinkOptions } from './sink.js';
 export type { PoolOptions } from './sql.js';

@@ -285,3 +285,51 @@ async function migrateOnce(
     throw new StoreUnavailableError('migrate', error);
   }
 }
+
+/** What a schema holds against what this version ships; see {@link migrationStatus}. */
+export interface MigrationStatus {
+  schema: string;
+  /** Recorded in the schema, oldest first, with when (ISO-8601). */
+  applied: Array<{ name: string; appliedAt: string }>;
+  /** Shipped by this version and not yet applied: what `migrate()` would apply. */
+  pending: string[];
+  /** Recorded in the schema and unknown to this version: a newer sideeffect migrated it. */
+  unknown: string[];
+}
+
+/**
+ * Reads, without changing anything, which migrations a schema has and which this version would
+ * apply, so a worker can refuse to start on a schema nobody migrated (or a newer one) with the
+ * fix in the message, and an operator can check before `migrate`. A schema or `migrations`
+ * table that does not exist reads as nothing applied.
+ */
+export async function migrationStatus(
+  pool: pg.Pool,
+  options: { schema?: string } = {},
+): Promise<MigrationStatus> {
+  const name = options.schema ?? DEFAULT_SCHEMA;
+  const schema = quoteSchema(name);
+  let rows: Array<{ version: number; name: string; applied_at: Date }> = [];
+  try {
+    const exists = await pool.query<{ table: string | null }>('select to_regclass($1) as table', [
+      `${schema}.migrations`,
+    ]);
+    if (exists.rows[0]?.table)
+      rows = (
+        await pool.query(
+          `select version, name, applied_at from ${schema}.migrations order by version`,
+        )
+      ).rows;
+  } catch (error) {
+    throw new StoreUnavailableError('migrationStatus', error);
+  }
+  const shipped = listMigrations();
+  const recorded = new Set(rows.map((row) => row.version));
+  const known = new Set(shipped.map((file) => file.version));
+  return {
+    schema: name,
+    applied: rows.map((row) => ({ name: row.name, appliedAt: row.applied_at.toISOString() })),
+    pending: shipped.filter((file) => !recorded.has(file.version)).map((file) => file.name),
+    unknown: rows.filter((row) => !known.has(row.version)).map((row) => row.name),
+  };
+}
