@@ -3,6 +3,7 @@ import {
   InvalidActionError,
   KeyConflictError,
   StaleVerdictError,
+  StoreMisconfiguredError,
   StoreUnavailableError,
 } from '../core/errors.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
@@ -32,6 +33,10 @@ export function toFailure(error: unknown): unknown {
   if (error instanceof StaleVerdictError)
     return nonRetryable(SideEffectFailureType.StaleVerdict, error, [
       { key: error.key, fence: error.fence, currentFence: error.currentFence, state: error.state },
+    ]);
+  if (error instanceof StoreMisconfiguredError)
+    return nonRetryable(SideEffectFailureType.StoreMisconfigured, error, [
+      { schema: error.schema },
     ]);
   if (error instanceof StoreUnavailableError) {
     return ApplicationFailure.create({

@@ -14,6 +14,7 @@ export type SideEffectErrorCode =
   | 'KEY_CONFLICT'
   | 'CONTENDED'
   | 'STORE_UNAVAILABLE'
+  | 'STORE_MISCONFIGURED'
   | 'MIGRATION_CONFLICT'
   | 'ACTIVITY_NAME_CLASH'
   | 'SEARCH_ATTRIBUTES_MISSING'
@@ -262,6 +263,28 @@ export class StoreUnavailableError extends SideEffectError {
     super(`store ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`, {
       cause,
     });
+  }
+}
+
+/**
+ * The store's schema lacks what this code needs: never migrated, migrated by an older version, or
+ * the worker names another schema (or database) than the one migrated. A retry cannot fix that,
+ * so it fails at once with the fix in the message, instead of retrying as "store unavailable"
+ * for ever.
+ */
+export class StoreMisconfiguredError extends SideEffectError {
+  readonly code = 'STORE_MISCONFIGURED';
+  constructor(
+    /** The schema the code looked in, when known. */
+    readonly schema: string | undefined,
+    problem: string,
+    cause?: unknown,
+  ) {
+    const name = schema ?? '<schema>';
+    super(
+      `${problem}: run \`sideeffect migrate --schema ${name}\` (or \`migrate(pool, { schema: '${name}' })\`) against the database this worker uses, or point the worker at the schema you migrated`,
+      cause === undefined ? undefined : { cause },
+    );
   }
 }
 

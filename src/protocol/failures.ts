@@ -21,6 +21,8 @@ export const SideEffectFailureType = {
   InvalidResult: 'SideEffectInvalidResult',
   /** The effect's in-flight bound in this worker is full; retryable, nothing was attempted. */
   TooManyInFlight: 'SideEffectTooManyInFlight',
+  /** The store's schema lacks its tables or functions (not migrated, or another schema); non-retryable, the message names the fix. */
+  StoreMisconfigured: 'SideEffectStoreMisconfigured',
   /** The store could not be reached; retryable. */
   StoreUnavailable: 'SideEffectStoreUnavailable',
   /** apply threw a `NotAppliedError` without its own type: the downstream refused, the key is free; non-retryable. */

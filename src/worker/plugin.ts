@@ -16,8 +16,11 @@ import {
 import {
   ActivityNameClashError,
   InvalidActionError,
+  MigrationConflictError,
   SearchAttributesMissingError,
+  StoreMisconfiguredError,
 } from '../core/errors.js';
+import type { Store } from '../core/store.js';
 import { lifecycleDefaults } from './lifecycle.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 import { Sweeper } from './sweeper.js';
@@ -103,6 +106,8 @@ export class SideEffectPlugin implements WorkerPlugin {
   /** Off until the start-up check confirms the attributes: a reconcile started meanwhile is memo-only, never stuck. */
   #indexed = false;
   #setup: Setup | undefined;
+  /** The start-up schema check of the running Worker: its error, or undefined when the schema is ready. */
+  #schemaChecked: Promise<Error | undefined> | undefined;
 
   constructor(options: SideEffectPluginOptions) {
     this.#options = options;
@@ -171,7 +176,7 @@ export class SideEffectPlugin implements WorkerPlugin {
     return {
       ...lifecycleDefaults(this.#options.ttlMs),
       ...definedOnly(options),
-      activities: { ...own, ...activities },
+      activities: { ...own, ...this.#afterSchemaCheck(activities) },
       ...workflowOptions(options),
     };
   }
@@ -185,9 +190,19 @@ export class SideEffectPlugin implements WorkerPlugin {
   async runWorker(worker: Worker, next: (worker: Worker) => Promise<void>): Promise<void> {
     const setup = this.#configured();
     const wrongBundle = await setup.workflows;
+    // Checked while the Worker starts (a check before it would leave a `runUntil` whose callback
+    // ends first with a Worker nobody stops); the activities wait for the verdict.
+    const schema = checkSchema(this.#options.store);
+    this.#schemaChecked = schema;
     const running = next(worker);
     // Awaited below; until then a fatal worker error must not count as an unhandled rejection.
     running.catch(() => {});
+    const unready = await schema;
+    if (unready) {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => {});
+      throw unready;
+    }
     const refused = wrongBundle ?? (await this.#checkSearchAttributes(setup));
     if (refused) {
       worker.shutdown();
@@ -238,6 +253,24 @@ export class SideEffectPlugin implements WorkerPlugin {
     return undefined;
   }
 
+  /**
+   * The activities as registered: each first waits for the start-up schema check, so no task this
+   * Worker polls meanwhile runs against a schema it is about to refuse; a refused one fails
+   * retryable, for a Worker that is configured right.
+   */
+  #afterSchemaCheck(activities: SideEffectActivities): Record<string, unknown> {
+    return Object.fromEntries(
+      Object.entries(activities).map(([name, activity]) => [
+        name,
+        async (...args: unknown[]) => {
+          const unready = await this.#schemaChecked;
+          if (unready) throw new Error(`this worker is stopping: ${unready.message}`);
+          return (activity as (...input: unknown[]) => unknown)(...args);
+        },
+      ]),
+    );
+  }
+
   #configured(): Setup {
     if (!this.#setup)
       throw new InvalidActionError('plugin', 'SideEffectPlugin is not registered on a Worker yet');
@@ -274,4 +307,58 @@ function definedOnly(options: WorkerOptions): WorkerOptions {
   return Object.fromEntries(
     Object.entries(options).filter(([, value]) => value !== undefined),
   ) as WorkerOptions;
+}
+
+/** What a store that keeps its schema in Postgres tells about it (`PgStore.migrationStatus`). */
+interface MigratedStore {
+  migrationStatus(): Promise<{
+    schema: string;
+    applied: unknown[];
+    pending: string[];
+    unknown: string[];
+    unknownCompatible: boolean;
+  }>;
+}
+
+/**
+ * Refuses to run a worker whose store schema misses migrations (never migrated, the wrong schema
+ * or database, or the package upgraded without `migrate`): otherwise every effect would retry
+ * "relation does not exist" for ever. A schema a newer version migrated only warns when each of
+ * its new migrations declared itself backward-compatible (a rollback must still start), and is
+ * refused otherwise, as `migrate()` refuses it. An unreachable database only warns: the
+ * activities retry until it answers.
+ */
+async function checkSchema(
+  store: Store,
+): Promise<StoreMisconfiguredError | MigrationConflictError | undefined> {
+  const status = (store as Partial<MigratedStore>).migrationStatus;
+  if (typeof status !== 'function') return undefined;
+  const logger = Runtime.instance().logger;
+  let read: Awaited<ReturnType<MigratedStore['migrationStatus']>>;
+  try {
+    read = await status.call(store);
+  } catch (error) {
+    logger.warn("sideeffect: could not read the store schema's migrations at start", {
+      error: error instanceof Error ? error.message : String(error),
+    });
+    return undefined;
+  }
+  const { schema, applied, pending, unknown, unknownCompatible } = read;
+  if (unknown.length > 0 && (!unknownCompatible || pending.length > 0))
+    return new MigrationConflictError(
+      `store schema "${schema}" was migrated by a newer sideeffect (${unknown.join(', ')}) that this version cannot run on: deploy that version of sideeffect on this worker; never roll the schema back by hand`,
+    );
+  if (pending.length > 0) {
+    const problem =
+      applied.length === 0
+        ? `store schema "${schema}" has no sideeffect tables (nothing migrated there)`
+        : `store schema "${schema}" lacks migration(s) ${pending.join(', ')} that this version of sideeffect needs`;
+    return new StoreMisconfiguredError(schema, problem);
+  }
+  if (unknown.length > 0)
+    logger.warn(
+      `sideeffect: store schema "${schema}" was migrated by a newer sideeffect (${unknown.join(', ')}, each declared backward-compatible); this worker runs on it, but upgrade the package, and run \`sideeffect migrate\` only from the newer version`,
+      { schema, unknown },
+    );
+  return undefined;
 }

@@ -21,7 +21,9 @@ describe('no password in any output', () => {
       );
       const printed = lines.join('\n');
       expect(code).toBe(3);
-      expect(printed).toContain('Temporal at ops:***@127.0.0.1:1 (namespace default) does not answer');
+      expect(printed).toContain(
+        'Temporal at ops:***@127.0.0.1:1 (namespace default) does not answer',
+      );
       expect(printed).not.toContain(SECRET);
     }
   });

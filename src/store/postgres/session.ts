@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { StoreUnavailableError } from '../../core/errors.js';
+import { StoreMisconfiguredError, StoreUnavailableError } from '../../core/errors.js';
 
 /** A client checked out of a pool, whose connection errors are heard from the moment it is ours. */
 export interface Session {
@@ -50,7 +50,7 @@ export async function checkoutFor(pool: pg.Pool, operation: string): Promise<Ses
   try {
     return await checkout(pool);
   } catch (error) {
-    throw new StoreUnavailableError(operation, error);
+    throw storeError(operation, error);
   }
 }
 
@@ -82,7 +82,7 @@ export function runStatement<R extends pg.QueryResultRow>(
         session.release(
           Boolean(failure) && !isUniqueViolation(failure) && !isLockNotAvailable(failure),
         );
-        if (failure) reject(new StoreUnavailableError(operation, failure));
+        if (failure) reject(storeError(operation, failure));
         else resolve(rows!);
       };
       queryAtReadCommitted<R>(client, statement, values).then(
@@ -187,5 +187,31 @@ function inlineParameters(text: string, value: (n: number) => string): string {
     /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[\s\S]*?\1|--[^\n]*|\/\*[\s\S]*?\*\/|(?<![\w$])\$(\d+)/g;
   return text.replace(token, (match, _tag: string | undefined, n: string | undefined) =>
     n === undefined ? match : value(Number(n)),
+  );
+}
+
+/** Postgres's answers for a missing relation, schema or function: the schema is not (fully) migrated. */
+const MISSING_OBJECT = new Set(['42P01', '3F000', '42883']);
+
+/**
+ * The error a failed store operation throws: StoreMisconfiguredError when Postgres says a table,
+ * schema or function of the store does not exist (a retry cannot help: migrate), else
+ * StoreUnavailableError.
+ */
+export function storeError(
+  operation: string,
+  cause: unknown,
+): StoreUnavailableError | StoreMisconfiguredError {
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  if (typeof code !== 'string' || !MISSING_OBJECT.has(code))
+    return new StoreUnavailableError(operation, cause);
+  const message = cause instanceof Error ? cause.message : String(cause);
+  const schema =
+    /(?:relation|function) "?([^".\s(]+)"?\./.exec(message)?.[1] ??
+    /schema "([^"]+)" does not exist/.exec(message)?.[1];
+  return new StoreMisconfiguredError(
+    schema,
+    `store ${operation} failed: ${message} (the schema is not migrated, or not the one migrated)`,
+    cause,
   );
 }

@@ -3,12 +3,13 @@ import {
   FenceStaleError,
   InvalidActionError,
   markNotApplied,
+  StoreMisconfiguredError,
   StoreUnavailableError,
 } from '../../core/errors.js';
 import type { FencedSink } from '../../core/store.js';
 import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
-import { checkoutFor } from './session.js';
+import { checkoutFor, storeError } from './session.js';
 import {
   DEFAULT_SCHEMA,
   int,
@@ -186,7 +187,8 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
       if (operation === 'writeFenced') this.#remember(writer);
       return value;
     } catch (error) {
-      if (error instanceof StoreUnavailableError) failed = true;
+      if (error instanceof StoreUnavailableError || error instanceof StoreMisconfiguredError)
+        failed = true;
       throw error;
     } finally {
       session.release(failed);
@@ -215,6 +217,6 @@ async function unavailable<T>(operation: string, query: () => Promise<T>): Promi
   try {
     return await query();
   } catch (error) {
-    throw new StoreUnavailableError(operation, error);
+    throw storeError(operation, error);
   }
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { InvalidSchemaError } from '../../core/errors.js';
+import { connectionConfig } from './connection.js';
 
 /** Where the store's tables and functions live unless told otherwise. */
 export const DEFAULT_SCHEMA = 'sideeffect';
@@ -93,9 +94,7 @@ export interface PoolOptions {
  */
 export function openPool(options: PoolOptions): { pool: pg.Pool; owned: boolean } {
   if (options.pool) return { pool: options.pool, owned: false };
-  const pool = new pg.Pool({
-    connectionString: options.connectionString ?? process.env.DATABASE_URL,
-  });
+  const pool = new pg.Pool(connectionConfig({ connectionString: options.connectionString }));
   pool.on('error', () => {});
   return { pool, owned: true };
 }

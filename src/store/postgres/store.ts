@@ -48,12 +48,14 @@ import {
   type Limits,
 } from '../../core/validate.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
+import { type MigrationStatus, migrationStatus } from './migrate.js';
 import {
   checkoutFor,
   isLockNotAvailable,
   isUniqueViolation,
   runStatement,
   type Session,
+  storeError,
 } from './session.js';
 import {
   asBuffer,
@@ -399,6 +401,15 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     this.#ownsPool = owned;
   }
 
+  /**
+   * Which migrations this store's schema has and which it lacks ({@link migrationStatus}), so
+   * `SideEffectPlugin` refuses to start a worker on a schema nobody migrated, with the fix,
+   * instead of its activities retrying "relation does not exist" for ever.
+   */
+  migrationStatus(): Promise<MigrationStatus> {
+    return migrationStatus(this.#pool, { schema: this.#schema });
+  }
+
   /** Gives up any sweep leadership, then ends the pool if this store made it; a pool passed in is left to its owner. */
   async close(): Promise<void> {
     await Promise.all([...this.#leaders.keys()].map((owner) => this.resignSweep(owner)));
@@ -469,7 +480,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       return true;
     } catch (error) {
       session.release(true);
-      throw new StoreUnavailableError('leadSweep', error);
+      throw storeError('leadSweep', error);
     }
   }
 
@@ -592,7 +603,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         );
       } catch (error) {
         if (!isLockNotAvailable(error)) broken = true;
-        throw new StoreUnavailableError(operation, error);
+        throw storeError(operation, error);
       }
     };
     /** Nothing of this attempt may stay: a rollback that fails means the connection died, which rolls back too. */

@@ -1,0 +1,153 @@
+/**
+ * The mistakes of a first hour fail at once with the fix in the message: a store schema nobody
+ * migrated, a worker pointed at another schema, a schema that loses its tables under a running
+ * worker, and a worker without the plugin.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineEffect } from '../../src/activities/index.js';
+import { StoreMisconfiguredError } from '../../src/core/errors.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
+import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
+import {
+  REPO_ROOT,
+  TEMPORAL_ADDRESS,
+  TEMPORAL_NAMESPACE,
+  uniqueTaskQueue,
+} from '../support/temporal.js';
+import { testBundle, waitFor } from '../temporal/harness.js';
+
+let native: NativeConnection;
+let connection: Connection;
+let client: Client;
+let pool: pg.Pool;
+const schemas: FreshSchema[] = [];
+
+beforeAll(async () => {
+  native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
+  connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+  client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+  pool = new pg.Pool({ connectionString: databaseUrl(), max: 4 });
+});
+
+afterAll(async () => {
+  for (const schema of schemas) await schema.drop();
+  await pool?.end();
+  await connection?.close();
+  await native?.close();
+});
+
+const charge = defineEffect({ resource: () => 'card:1', apply: async () => ({ id: 'ch_1' }) });
+
+async function workerOn(schema: string, taskQueue = uniqueTaskQueue('misconfig')) {
+  return Worker.create({
+    connection: native,
+    namespace: TEMPORAL_NAMESPACE,
+    taskQueue,
+    workflowBundle: await testBundle(),
+    plugins: [
+      new SideEffectPlugin({
+        store: new PgStore({ pool, schema }),
+        effects: { charge },
+        ttlMs: 5_000,
+        client,
+        sweepEveryMs: 0,
+        searchAttributes: false,
+      }),
+    ],
+  });
+}
+
+/** The fix a person needs, with the schema they have to name. */
+function expectFix(error: unknown, schema: string) {
+  expect(error).toBeInstanceOf(StoreMisconfiguredError);
+  expect(error).toMatchObject({ code: 'STORE_MISCONFIGURED', schema });
+  const { message } = error as Error;
+  expect(message).toContain(`sideeffect migrate --schema ${schema}`);
+  expect(message).toContain(`migrate(pool, { schema: '${schema}' })`);
+}
+
+describe('a worker on a store schema that is not ready', () => {
+  it('no migration run: the worker refuses to start and says to run sideeffect migrate', async () => {
+    const empty = await freshSchema('nomig');
+    schemas.push(empty);
+    const worker = await workerOn(empty.schema);
+    const error = await worker.run().catch((failure: unknown) => failure);
+    expectFix(error, empty.schema);
+    expect((error as Error).message).toMatch(/has no sideeffect tables/);
+  });
+
+  it('the wrong schema (migrated one, worker names another): the same refusal, naming the schema it looked in', async () => {
+    const migrated = await freshSchema('migrated');
+    schemas.push(migrated);
+    await migrate(pool, { schema: migrated.schema });
+    const wrong = `${migrated.schema}_typo`;
+    const error = await (await workerOn(wrong)).run().catch((failure: unknown) => failure);
+    expectFix(error, wrong);
+    // The store itself says the same at run time, instead of "store unavailable".
+    const store = new PgStore({ pool, schema: wrong });
+    expectFix(await store.inspect('any').catch((failure: unknown) => failure), wrong);
+  });
+
+  it('tables gone under a running worker: the effect fails non-retryable with the fix, not "store unavailable" for ever', async () => {
+    const db = await freshSchema('gone');
+    schemas.push(db);
+    await migrate(pool, { schema: db.schema });
+    const taskQueue = uniqueTaskQueue('gone');
+    const worker = await workerOn(db.schema, taskQueue);
+    await worker.runUntil(async () => {
+      await pool.query(`drop table ${db.schema}.keys cascade`);
+      const handle = await client.workflow.start('guarded', {
+        taskQueue,
+        workflowId: `${taskQueue}-charge`,
+        args: ['charge', { cents: 100 }],
+      });
+      const failure = await handle.result().catch((error: Error) => error);
+      const cause = (failure as { cause?: { cause?: { type?: string; message?: string } } }).cause
+        ?.cause;
+      expect(cause?.type).toBe('SideEffectStoreMisconfigured');
+      expect(cause?.message).toContain(`sideeffect migrate --schema ${db.schema}`);
+      const history = await handle.fetchHistory();
+      const attempts = history.events?.filter((event) => event.activityTaskStartedEventAttributes);
+      expect(attempts?.[0]?.activityTaskStartedEventAttributes?.attempt).toBe(1);
+    });
+  });
+});
+
+describe('a worker without the plugin', () => {
+  it('the effect activity is reported "not registered on this Worker"; troubleshooting.md maps that message to the fix', async () => {
+    const taskQueue = uniqueTaskQueue('noplugin');
+    const worker = await Worker.create({
+      connection: native,
+      namespace: TEMPORAL_NAMESPACE,
+      taskQueue,
+      workflowBundle: await testBundle(),
+      activities: { greet: async () => 'hello' },
+    });
+    await worker.runUntil(async () => {
+      const handle = await client.workflow.start('guarded', {
+        taskQueue,
+        workflowId: `${taskQueue}-charge`,
+        args: ['charge', { cents: 100 }],
+      });
+      const message = await waitFor(async () => {
+        const { raw } = await handle.describe();
+        return raw.pendingActivities?.[0]?.lastFailure?.message ?? undefined;
+      }, 'the pending effect activity to report its failure');
+      expect(message).toMatch(/^Activity function charge is not registered on this Worker/);
+      await handle.terminate('test done');
+    });
+    const troubleshooting = readFileSync(path.join(REPO_ROOT, 'docs/troubleshooting.md'), 'utf8');
+    const entry = troubleshooting
+      .split(/^### /m)
+      .find((section) => section.includes('is not registered on this Worker'));
+    expect(entry, 'docs/troubleshooting.md has an entry for the SDK message').toBeDefined();
+    expect(entry).toContain('new SideEffectPlugin(');
+    expect(entry).toMatch(/stays? (in )?`?Scheduled`?/);
+  });
+});
