@@ -7,14 +7,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { reconcileWorkflowId, resolveSignal } from '../../src/workflows/index.js';
 import { REPO_ROOT, TEMPORAL_ADDRESS } from '../support/temporal.js';
 
-/** The README's quick start block: the commands a new user types, in order. */
+/** The quick start block of docs/development.md: the commands a contributor types, in order. */
 function quickStart(): string[] {
-  const readme = readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(path.join(REPO_ROOT, 'docs/development.md'), 'utf8');
   const block = readme
     .split(/^## /m)
     .find((s) => s.startsWith('Quick start'))
     ?.match(/```sh\n([\s\S]*?)```/)?.[1];
-  if (!block) throw new Error('README has no sh block under "## Quick start"');
+  if (!block) throw new Error('docs/development.md has no sh block under "## Quick start"');
   return block
     .split('\n')
     .map((line) => line.replace(/#.*$/, '').trim())
@@ -29,7 +29,7 @@ afterAll(() => {
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
-describe('README quick start in a scratch clone', () => {
+describe('the development quick start in a scratch clone', () => {
   it('two commands: the demo reaches the waiting reconcile step and exits 0 once resolved', async () => {
     const commands = quickStart();
     expect(commands).toHaveLength(2);

@@ -6,7 +6,7 @@
  * uncertain path must resolve end to end. Also proves CommonJS consumers can
  * require() the ESM-only package.
  */
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import {
   cpSync,
   existsSync,
@@ -18,9 +18,13 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { codeBlocks } from '../docs/blocks.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { REPO_ROOT, TEMPORAL_ADDRESS, uniqueTaskQueue } from '../support/temporal.js';
+import { waitFor } from '../temporal/harness.js';
 
 const run = promisify(execFile);
 
@@ -83,7 +87,42 @@ beforeAll(async () => {
   cpSync(FIXTURES, APP, { recursive: true });
 }, 600_000);
 
-afterAll(() => db?.drop());
+let gettingStartedWorker: ChildProcess | undefined;
+let gettingStartedDb: { url: string; drop: () => Promise<void> } | undefined;
+
+afterAll(async () => {
+  gettingStartedWorker?.kill('SIGKILL');
+  await gettingStartedDb?.drop();
+  await db?.drop();
+});
+
+/** A database of its own: the getting-started code uses the default schema, as a new user does. */
+async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `gs_${Date.now().toString(36)}_${process.pid}`;
+  const admin = new pg.Client({ connectionString: databaseUrl() });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(databaseUrl());
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: databaseUrl() });
+      await client.connect();
+      await client.query(`drop database if exists ${name} with (force)`);
+      await client.end();
+    },
+  };
+}
+
+/** A sh block's commands, comments and blank lines dropped. */
+function commands(block: string): string[] {
+  return block
+    .split('\n')
+    .map((line) => line.replace(/\s+#.*$/, '').trim())
+    .filter(Boolean);
+}
 
 describe(`the packed package in an app on SDK ${APP_SDK}`, () => {
   it('installs without a second SDK: one @temporalio/workflow and one @temporalio/common', async () => {
@@ -150,6 +189,83 @@ describe(`the packed package in an app on SDK ${APP_SDK}`, () => {
       pieces.slice(0, -1).map((before) => `${before.slice(-200).match(/[\w./@-]*$/)![0]}${marker}`),
     );
     expect([...copies]).toEqual([expect.stringMatching(/^(\.\/)?node_modules\/@temporalio/)]);
+  }, 300_000);
+
+  it('runs docs/getting-started.md as written: migrate, the worker, a payment, the same payment again, sideeffect list', async () => {
+    gettingStartedDb = await freshDatabase();
+    const dir = path.join(APP, 'getting-started');
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir);
+    const files = codeBlocks('docs/getting-started.md', 'ts');
+    expect(files.map((block) => block.file)).toEqual(['worker.ts', 'workflows.ts', 'client.ts']);
+    for (const block of files) writeFileSync(path.join(dir, block.file!), block.code);
+    const userLines = files
+      .slice(0, 2)
+      .flatMap((block) => block.code.split('\n'))
+      .filter((line) => line.trim());
+    // The worker and its workflow: a guarded effect in well under 30 lines of the user's code.
+    expect(userLines.length).toBeLessThan(30);
+
+    const env = {
+      ...process.env,
+      DATABASE_URL: gettingStartedDb.url,
+      TEMPORAL_ADDRESS,
+      PATH: `${path.join(APP, 'node_modules/.bin')}:${process.env.PATH}`,
+    };
+    // The page's commands; `npx tsx` is this repository's tsx (the scratch app installs no dev tools).
+    const tsx = `${process.execPath} ${path.join(REPO_ROOT, 'node_modules/tsx/dist/cli.mjs')}`;
+    const shell = (command: string) =>
+      run('bash', ['-c', command.replace(/^npx tsx /, `${tsx} `)], { cwd: dir, env });
+    const sh = codeBlocks('docs/getting-started.md', 'sh').map((block) => commands(block.code));
+    const setup = sh.find((lines) => lines.includes('npx sideeffect migrate'))!;
+    for (const command of setup.filter((line) => !line.startsWith('export DATABASE_URL='))) {
+      await shell(command);
+    }
+    const [startWorker, ...steps] = sh.find((lines) => lines[0] === 'npx tsx worker.ts')!;
+    expect(steps).toEqual(['npx tsx client.ts', 'npx tsx client.ts', 'npx sideeffect list']);
+
+    // A run left over from an earlier test run would make `order-1` already started.
+    const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+    try {
+      await new Client({ connection }).workflow
+        .getHandle('order-1')
+        .terminate('a new test run')
+        .catch(() => {});
+    } finally {
+      await connection.close();
+    }
+    let workerOutput = '';
+    gettingStartedWorker = spawn(
+      'bash',
+      ['-c', `exec ${startWorker!.replace(/^npx tsx /, `${tsx} `)}`],
+      {
+        cwd: dir,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    for (const stream of [gettingStartedWorker.stdout!, gettingStartedWorker.stderr!])
+      stream.on('data', (chunk: Buffer) => {
+        workerOutput += chunk.toString();
+      });
+    const printed: string[] = [];
+    for (const step of steps) printed.push((await shell(step)).stdout);
+    expect(printed[0]!.trim(), workerOutput).toBe('{ paid: 1250 }');
+    expect(printed[1]!.trim()).toBe('{ paid: 1250 }');
+    expect(printed[2]).toMatch(/^done\s+1\s+\S+\s+order-1\/pay\s+order:order-1/m);
+
+    const pool = new pg.Pool({ connectionString: gettingStartedDb.url });
+    try {
+      const { rows } = await pool.query('select key, cents from payments');
+      expect(rows).toEqual([{ key: 'order-1/pay', cents: 1250 }]);
+    } finally {
+      await pool.end();
+    }
+    gettingStartedWorker.kill('SIGTERM');
+    await waitFor(
+      () => (gettingStartedWorker!.exitCode === null ? undefined : true),
+      'the worker to stop',
+    );
   }, 300_000);
 
   it('serves a CommonJS consumer through require(esm)', async () => {

@@ -45,11 +45,11 @@ export function total(
     .reduce((sum, s) => sum + s.value, 0);
 }
 
-/** The metric names in the README's `promql` alert block, and which of them are counters (its table). */
+/** The metric names in the `promql` alert block of docs/operations.md, and which of them are counters (its table). */
 export function alertMetricNames(): { names: string[]; counters: Set<string> } {
-  const readme = readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
   const block = /```promql\n([\s\S]*?)```/.exec(readme)?.[1];
-  if (!block) throw new Error('README.md has no promql alert block');
+  if (!block) throw new Error('docs/operations.md has no promql alert block');
   const code = block
     .split('\n')
     .filter((line) => !line.trim().startsWith('#'))

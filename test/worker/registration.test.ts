@@ -1,5 +1,5 @@
 /**
- * The registration command the README, docs/production.md and the worker's warning print, run
+ * The registration command docs/production.md and the worker's warning print, run
  * through the real `temporal` CLI on fresh namespaces of the dev server: it must register every
  * attribute it names, and the worker's check must name exactly the ones still missing.
  */
@@ -74,7 +74,7 @@ function documentedCommand(file: string): string {
 }
 
 describe('search attribute registration', () => {
-  it.each(['README.md', 'docs/production.md'])(
+  it.each(['docs/production.md'])(
     'the command %s prints registers all three on a fresh namespace',
     async (file) => {
       const namespace = await freshNamespace();
