@@ -177,13 +177,20 @@ export async function resolveBatch(options: {
   return report;
 }
 
-/** A dry run reads the key: uncertain -> it would be decided; anything else would be refused. */
+/**
+ * A dry run reads the key and says what the real run would: uncertain -> decided; decided before
+ * (done, or freed by a "not applied" verdict) -> already decided; anything else -> refused.
+ */
 async function dryRunOne(
   store: Store,
   key: string,
-): Promise<undefined | { code: string; message: string }> {
+): Promise<undefined | { already: string } | { code: string; message: string }> {
   const record = await store.inspect(key);
   if (record?.state === 'uncertain') return undefined;
+  if (record?.state === 'done') return { already: 'already decided: applied' };
+  const last = record?.state === 'free' ? (await store.events(key)).at(-1) : undefined;
+  if (last?.from === 'uncertain' && last.to === 'free')
+    return { already: `already decided by ${last.actor}: not applied (${last.reason})` };
   return {
     code: 'NOT_UNCERTAIN',
     message: record ? `key "${key}" is not uncertain (state: ${record.state})` : `no key "${key}"`,
@@ -210,7 +217,7 @@ export function printBatch(report: BatchReport, selected: string): string {
   const { decided, alreadyDecided, refused, failed } = report;
   const lines = [
     report.dryRun
-      ? `dry run over ${selected}: ${decided.length} would be decided, ${refused.length} would be refused; nothing was sent`
+      ? `dry run over ${selected}: ${decided.length} would be decided, ${alreadyDecided.length} already decided, ${refused.length} would be refused; nothing was sent`
       : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}`,
   ];
   if (report.dryRun && decided.length > 0)

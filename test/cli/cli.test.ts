@@ -420,6 +420,35 @@ describe('one way to find the database, and the options the temporal CLI has', (
     }
   });
 
+  it('resolve --dry-run says what the real run says: already decided is not "refused"', async () => {
+    const notApplied = await uncertainKey();
+    const applied = await uncertainKey();
+    await cli(['resolve', notApplied.key, '--not-applied', '--reason', 'absent', '--by', 'ann']);
+    await cli(['resolve', applied.key, '--applied', '--reason', 'present', '--by', 'ann']);
+    const file = path.join(tmpdir(), `verdicts-${process.pid}-${n}.jsonl`);
+    await writeFile(
+      file,
+      [notApplied.key, applied.key, 'never-seen/charge']
+        .map((key) => JSON.stringify({ key, applied: false, reason: 'batch' }))
+        .join('\n'),
+    );
+    const keys = (entries: Array<{ key: string }>) => entries.map((entry) => entry.key).sort();
+    const reports = [];
+    for (const dry of [['--dry-run'], []]) {
+      const ran = await cli(['resolve', '--from-file', file, '-o', 'json', ...dry]);
+      expect(ran.code, ran.stderr).toBe(1);
+      reports.push(JSON.parse(ran.stdout));
+    }
+    const [dry, real] = reports;
+    expect(keys(dry.alreadyDecided)).toEqual([notApplied.key, applied.key].sort());
+    expect(keys(dry.alreadyDecided)).toEqual(keys(real.alreadyDecided));
+    expect(keys(dry.refused)).toEqual(['never-seen/charge']);
+    expect(keys(real.refused)).toEqual(['never-seen/charge']);
+    expect(
+      dry.alreadyDecided.find((e: { key: string }) => e.key === notApplied.key).message,
+    ).toMatch(/already decided by ann: not applied/);
+  });
+
   it('resolve when Temporal does not answer: recorded in the store, exit 3, and says so', async () => {
     const { key } = await uncertainKey();
     const ran = await cli([
