@@ -465,6 +465,22 @@ describe('one way to find the database, and the options the temporal CLI has', (
       /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; recording in the store only/,
     );
     expect((await store.inspect(key))?.state).toBe('free');
+
+    // --profile reads the temporal CLI's profile file, as `temporal --profile` does.
+    const again = await uncertainKey();
+    const config = path.join(tmpdir(), `temporal-${process.pid}.toml`);
+    await writeFile(
+      config,
+      '[profile.unreachable]\naddress = "127.0.0.1:2"\nnamespace = "elsewhere"\n',
+    );
+    const profiled = await cli(
+      ['resolve', again.key, '--not-applied', '--reason', 'absent', '--profile', 'unreachable'],
+      { TEMPORAL_CONFIG_FILE: config, TEMPORAL_ADDRESS: '', TEMPORAL_NAMESPACE: '' },
+    );
+    expect(profiled.code).toBe(3);
+    expect(profiled.stderr).toMatch(
+      /Temporal at 127.0.0.1:2 \(namespace elsewhere\) does not answer/,
+    );
   });
 });
 
