@@ -266,6 +266,37 @@ describe(`the packed package in an app on SDK ${APP_SDK}`, () => {
       () => (gettingStartedWorker!.exitCode === null ? undefined : true),
       'the worker to stop',
     );
+
+    // The same files compiled by tsc run too: the worker finds workflows.js beside worker.js.
+    writeFileSync(
+      path.join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          skipLibCheck: true,
+          outDir: 'dist',
+          typeRoots: [path.join(REPO_ROOT, 'node_modules/@types')],
+          types: ['node'],
+        },
+        files: files.map((block) => block.file),
+      }),
+    );
+    const tsc = path.join(REPO_ROOT, 'node_modules/typescript/bin/tsc');
+    const compiled = await run(process.execPath, [tsc, '-p', dir]).catch(
+      (error: { stdout: string }) => error,
+    );
+    expect(compiled.stdout).toBe('');
+    gettingStartedWorker = spawn(process.execPath, ['dist/worker.js'], {
+      cwd: dir,
+      env,
+      stdio: 'ignore',
+    });
+    const again = await run(process.execPath, ['dist/client.js'], { cwd: dir, env });
+    expect(again.stdout.trim()).toBe('{ paid: 1250 }');
+    gettingStartedWorker.kill('SIGTERM');
   }, 300_000);
 
   it('serves a CommonJS consumer through require(esm)', async () => {
