@@ -235,12 +235,18 @@ async function run(
       const { schema } = ctx;
       if (command.status || command.dryRun) {
         const status = await migrationStatus(ctx.pool, { schema });
-        if (status.unknown.length > 0)
+        const { unknown } = status;
+        // What migrate() itself would refuse: newer migrations this version cannot run beside.
+        if (
+          command.dryRun &&
+          unknown.length > 0 &&
+          (!status.unknownCompatible || status.pending.length > 0)
+        )
           return ctx.fail(
             'MIGRATION_CONFLICT',
-            `schema ${schema} has migration(s) ${status.unknown.join(', ')}, unknown to this version of sideeffect: upgrade sideeffect (the code), never downgrade the schema`,
+            `schema ${schema} has migration(s) ${unknown.join(', ')}, unknown to this version of sideeffect: migrate from the newer version; never roll the schema back`,
             EXIT.refused,
-            { schema, unknown: status.unknown },
+            { schema, unknown },
           );
         if (command.dryRun) {
           print(
@@ -251,18 +257,19 @@ async function run(
           );
           return EXIT.ok;
         }
-        const applied = status.applied.map((m) => `  applied  ${m.appliedAt}  ${m.name}`);
-        const pending = status.pending.map((name) => `  pending  ${name}`);
         print(
           [
             `schema ${schema}: ${status.applied.length} applied, ${status.pending.length} pending`,
-            ...applied,
-            ...pending,
+            ...status.applied.map((m) => `  applied  ${m.appliedAt}  ${m.name}`),
+            ...status.pending.map((name) => `  pending  ${name}`),
+            ...(unknown.length
+              ? [`  newer than this version of sideeffect: ${unknown.join(', ')}`]
+              : []),
             ...(status.pending.length
               ? ['run `sideeffect migrate` to apply the pending ones']
               : []),
           ].join('\n'),
-          { schema, applied: status.applied, pending: status.pending },
+          { schema, applied: status.applied, pending: status.pending, unknown },
         );
         return EXIT.ok;
       }

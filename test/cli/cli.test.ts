@@ -398,7 +398,7 @@ describe('one way to find the database, and the options the temporal CLI has', (
   it('migrate --status and --dry-run list applied and pending, and change nothing', async () => {
     const empty = await freshSchema('cli_status');
     try {
-      const env = { SIDEEFFECT_SCHEMA: empty.schema };
+      const env = { ...asOwner, SIDEEFFECT_SCHEMA: empty.schema };
       const before = JSON.parse((await cli(['migrate', '--status', '-o', 'json'], env)).stdout);
       expect(before.applied).toEqual([]);
       expect(before.pending[0]).toBe('0001_init.sql');

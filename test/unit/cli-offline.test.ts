@@ -37,9 +37,16 @@ describe('sideeffect without a database', () => {
     for (const argv of [['list'], ['migrate', '--print-sql'], ['stats', '--json']]) {
       const ran = await cli(argv, { ...offline, schema: 'pg_sideeffect' });
       expect(ran.code).toBe(2);
-      expect(ran.err).toMatch(/^sideeffect: SIDEEFFECT_SCHEMA: invalid schema name \(reserved\)/);
+      expect(ran.err).toMatch(
+        /^sideeffect: --schema\/SIDEEFFECT_SCHEMA: invalid schema name \(reserved\)/,
+      );
     }
+    const flag = await cli(['list', '--schema', 'pg_flag'], offline);
+    expect(flag.code).toBe(2);
+    expect(flag.err).toMatch(/invalid schema name \(reserved\)/);
     const json = await cli(['list', '--json'], { ...offline, schema: 'x'.repeat(64) });
-    expect(JSON.parse(json.out)).toEqual({ error: { code: 'INVALID_SCHEMA', rule: 'too-long' } });
+    expect(JSON.parse(json.out)).toEqual({
+      error: { code: 'INVALID_SCHEMA', rule: 'too-long', message: expect.any(String) },
+    });
   });
 });

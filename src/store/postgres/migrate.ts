@@ -295,6 +295,8 @@ export interface MigrationStatus {
   pending: string[];
   /** Recorded in the schema and unknown to this version: a newer sideeffect migrated it. */
   unknown: string[];
+  /** Every unknown migration declared itself backward-compatible: this version still runs on the schema. */
+  unknownCompatible: boolean;
 }
 
 /**
@@ -309,15 +311,26 @@ export async function migrationStatus(
 ): Promise<MigrationStatus> {
   const name = options.schema ?? DEFAULT_SCHEMA;
   const schema = quoteSchema(name);
-  let rows: Array<{ version: number; name: string; applied_at: Date }> = [];
+  let rows: Array<{
+    version: number;
+    name: string;
+    applied_at: Date;
+    backward_compatible: boolean;
+  }> = [];
   try {
-    const exists = await pool.query<{ table: string | null }>('select to_regclass($1) as table', [
-      `${schema}.migrations`,
-    ]);
-    if (exists.rows[0]?.table)
+    const found = await pool.query<{ migrations: boolean; history: boolean }>(
+      `select pg_catalog.to_regclass($1::text) is not null as migrations,
+              pg_catalog.to_regclass($2::text) is not null as history`,
+      [`${schema}.migrations`, `${schema}.migration_history`],
+    );
+    const { migrations, history } = found.rows[0]!;
+    const recorded = `select version, name, applied_at, false as backward_compatible from ${schema}.migrations`;
+    if (migrations)
       rows = (
         await pool.query(
-          `select version, name, applied_at from ${schema}.migrations order by version`,
+          history
+            ? `${recorded} union all select version, name, applied_at, backward_compatible from ${schema}.migration_history order by version`
+            : `${recorded} order by version`,
         )
       ).rows;
   } catch (error) {
@@ -326,10 +339,12 @@ export async function migrationStatus(
   const shipped = listMigrations();
   const recorded = new Set(rows.map((row) => row.version));
   const known = new Set(shipped.map((file) => file.version));
+  const unknown = rows.filter((row) => !known.has(row.version));
   return {
     schema: name,
     applied: rows.map((row) => ({ name: row.name, appliedAt: row.applied_at.toISOString() })),
     pending: shipped.filter((file) => !recorded.has(file.version)).map((file) => file.name),
-    unknown: rows.filter((row) => !known.has(row.version)).map((row) => row.name),
+    unknown: unknown.map((row) => row.name),
+    unknownCompatible: unknown.every((row) => row.backward_compatible),
   };
 }
