@@ -230,7 +230,11 @@ describe('sideeffect CLI against Postgres', () => {
     expect(young.stderr).toMatch(/--force/);
     expect((await store.inspect(done.key))?.state).toBe('done');
     // On a terminal, a question; anything but yes deletes nothing.
-    const env = { ...environment(), databaseUrl: databaseUrl(), schema: db.schema };
+    const env = {
+      ...environment(),
+      database: { connectionString: databaseUrl() },
+      schema: db.schema,
+    };
     const asked: string[] = [];
     const answer = (yes: boolean) => async (question: string) => {
       asked.push(question);

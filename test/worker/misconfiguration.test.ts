@@ -10,7 +10,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
-import { StoreMisconfiguredError } from '../../src/core/errors.js';
+import { MigrationConflictError, StoreMisconfiguredError } from '../../src/core/errors.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
@@ -92,6 +92,27 @@ describe('a worker on a store schema that is not ready', () => {
     // The store itself says the same at run time, instead of "store unavailable".
     const store = new PgStore({ pool, schema: wrong });
     expectFix(await store.inspect('any').catch((failure: unknown) => failure), wrong);
+  });
+
+  it('a schema a newer sideeffect migrated: refused unless its new migrations are declared backward-compatible', async () => {
+    const newer = await freshSchema('newer');
+    schemas.push(newer);
+    await migrate(pool, { schema: newer.schema });
+    await pool.query(
+      `insert into ${newer.schema}.migration_history (version, name, sha256, backward_compatible)
+       values (99, '0099_future.sql', 'x', false)`,
+    );
+    const refused = await (await workerOn(newer.schema)).run().catch((failure: unknown) => failure);
+    expect(refused).toBeInstanceOf(MigrationConflictError);
+    expect((refused as Error).message).toMatch(
+      /migrated by a newer sideeffect \(0099_future.sql\).*deploy that version of sideeffect/,
+    );
+    // Declared backward-compatible: a rollback to this version still starts (with a warning).
+    await pool.query(
+      `update ${newer.schema}.migration_history set backward_compatible = true where version = 99`,
+    );
+    const worker = await workerOn(newer.schema);
+    expect(await worker.runUntil(async () => 'ran')).toBe('ran');
   });
 
   it('tables gone under a running worker: the effect fails non-retryable with the fix, not "store unavailable" for ever', async () => {
