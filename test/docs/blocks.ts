@@ -30,7 +30,7 @@ export function codeBlocks(page: string, lang: string): CodeBlock[] {
     let j = i + 1;
     for (; j < lines.length && lines[j]!.trim() !== '```'; j++) body.push(lines[j]!.slice(indent));
     const code = `${body.join('\n')}\n`;
-    const named = /^\/\/ ([\w.-]+\.ts)\b/.exec(body[0] ?? '')?.[1];
+    const named = /^\/\/ (?:file: )?([\w.-]+\.ts)\b/.exec(body[0] ?? '')?.[1];
     blocks.push({ lang, code, line: i + 1, ...(named ? { file: named } : {}) });
     i = j;
   }

@@ -75,12 +75,7 @@ describe('the docs', () => {
         }
       }
     }
-    // docs/testing.md is written beside this change (issue 26); every other link must resolve.
-    expect(
-      broken.filter(
-        (link) => !link.endsWith(': testing.md') && !link.endsWith(': docs/testing.md'),
-      ),
-    ).toEqual([]);
+    expect(broken).toEqual([]);
   });
 
   it('docs/troubleshooting.md has an entry for every error code', () => {
