@@ -189,7 +189,7 @@ describe('sideeffect command line', () => {
     [['resolve', 'k', '--applied', '--reason', 'x'], /--applied needs --result JSON/],
     [
       ['resolve', 'k', '--not-applied', '--reason', 'x', '--wait', 'forever'],
-      /--wait must look like/,
+      /--wait must be a duration like/,
     ],
     [
       ['resolve', '--resource', 'r', '--not-applied', '--reason', 'x', '--wait', '5s'],
