@@ -432,7 +432,21 @@ describe('one way to find the database, and the options the temporal CLI has', (
     const notApplied = await uncertainKey();
     const applied = await uncertainKey();
     await cli(['resolve', notApplied.key, '--not-applied', '--reason', 'absent', '--by', 'ann']);
-    await cli(['resolve', applied.key, '--applied', '--reason', 'present', '--by', 'ann']);
+    expect(
+      (
+        await cli([
+          'resolve',
+          applied.key,
+          '--applied',
+          '--result',
+          '{"id":"ch_1"}',
+          '--reason',
+          'present',
+          '--by',
+          'ann',
+        ])
+      ).code,
+    ).toBe(0);
     const file = path.join(tmpdir(), `verdicts-${process.pid}-${n}.jsonl`);
     await writeFile(
       file,
