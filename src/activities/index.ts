@@ -27,7 +27,11 @@ export {
   type TransactionalEffectContext,
   type TransactionalEffectDefinition,
 } from './effect.js';
-export type { ReconcileActivities, SweepAndReconcileReport } from './reconcile-activities.js';
+export type {
+  ReconcileActivities,
+  SweepAndReconcileReport,
+  VerdictContext,
+} from './reconcile-activities.js';
 export type { ResultCheck, StandardSchemaLike, StandardSchemaResult } from './result-check.js';
 
 type Activity = (...args: never[]) => Promise<unknown>;
