@@ -157,7 +157,9 @@ describe('docs/database-roles.md, run as written', () => {
         ['resolve', 'lost', '--not-applied', '--reason', 'not in the ledger'],
         { ...env, TEMPORAL_ADDRESS: '127.0.0.1:1' },
       );
-      expect(resolved).toMatchObject({ code: 0 });
+      // No Temporal: the verdict is recorded in the store, and exit 3 says no workflow was told.
+      expect(resolved).toMatchObject({ code: 3 });
+      expect(resolved.stderr).toContain('recording in the store only');
       expect((await store.inspect('lost'))?.state).toBe('free');
       for (const write of [
         `update ${schema}.keys set state = 'done' where key = 'lost'`,
