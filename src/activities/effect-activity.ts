@@ -152,9 +152,9 @@ function guardedActivity(
         });
       }
       case 'failed':
-        // The workflow asked to stop and nothing took effect: report the activity cancelled, so a
-        // cancelled workflow ends CANCELED (the key is already free) instead of FAILED.
-        if (execution.definite && context.cancellationDetails?.cancelRequested)
+        // The workflow asked to stop and nothing is recorded (a failed call always frees the key):
+        // report the activity cancelled, so a cancelled workflow ends CANCELED instead of FAILED.
+        if (context.cancellationDetails?.cancelRequested)
           throw new CancelledFailure(
             `cancelled; nothing applied: ${execution.error instanceof Error ? execution.error.message : String(execution.error)}`,
             [{ key, resource: action.resource }],

@@ -393,15 +393,15 @@ const rolledBack = new WeakSet<object>();
 /**
  * Marks an error as proof that nothing took effect (a FencedSink rolled its only transaction back
  * before COMMIT) without changing the error itself, so the apply's own error type still reaches
- * the workflow. The Runner then releases the key like for a NotAppliedError instead of paging a
- * person. A value that cannot be marked (a thrown string) comes back as a NotAppliedError.
+ * the workflow. The Runner then releases the key and lets the call be retried, as for a `safe`
+ * effect, instead of paging a person: a dropped connection heals on the next attempt, and a
+ * mistake such as a missing table keeps failing with its own message until it is fixed, with
+ * nothing left to reconcile. A value that cannot be marked (a thrown string) is wrapped first.
  */
 export function markNotApplied(error: unknown): unknown {
-  if (typeof error === 'object' && error !== null) {
-    rolledBack.add(error);
-    return error;
-  }
-  return new NotAppliedError(String(error), { cause: error });
+  const marked = typeof error === 'object' && error !== null ? error : new Error(String(error));
+  rolledBack.add(marked);
+  return marked;
 }
 
 /** A NotAppliedError, or an error a FencedSink marked with {@link markNotApplied}. */

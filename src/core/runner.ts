@@ -4,6 +4,7 @@ import {
   isNotApplied,
   LeaseLostError,
   NoStoreError,
+  NotAppliedError,
   NotTransactionalError,
   OutcomeUncertainError,
   UnexpectedStoreAnswerError,
@@ -66,8 +67,9 @@ export interface ExecuteOptions {
  * - `replayed`: done earlier, here is the stored result;
  * - `contended`: someone else holds the resource, nothing ran; retry later;
  * - `uncertain`: it may have taken effect; the key is blocked until reconciled;
- * - `failed`: granted but not applied (prepare failed, or an apply declared
- *   safe failed); nothing recorded, safe to retry. `definite` when apply
+ * - `failed`: granted but not applied (prepare failed, an apply declared
+ *   safe failed, or a FencedSink rolled the write back before COMMIT);
+ *   nothing recorded, safe to retry. `definite` when apply
  *   reported a refusal (`NotAppliedError` or `isDefinite`): the key is free
  *   again, and retrying the same input is likely to be refused again.
  */
@@ -208,11 +210,12 @@ export class Runner {
       try {
         result = await apply(prepared, { lease: keepAlive.lease, signal });
       } catch (error) {
-        if (isNotApplied(error) || options.isDefinite?.(error)) {
+        if (error instanceof NotAppliedError || options.isDefinite?.(error)) {
           await releaseQuietly(store, checked, keepAlive.lease);
           return { outcome: 'failed', error, definite: true };
         }
-        if (checked.retrySafety === 'safe') {
+        // Rolled back by the sink before COMMIT: nothing took effect, so a retry is safe.
+        if (checked.retrySafety === 'safe' || isNotApplied(error)) {
           await releaseQuietly(store, checked, keepAlive.lease);
           return { outcome: 'failed', error };
         }

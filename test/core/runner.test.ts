@@ -5,6 +5,7 @@ import {
   FenceStaleError,
   InvalidActionError,
   LeaseLostError,
+  markNotApplied,
   NoStoreError,
   NotAppliedError,
   OutcomeUncertainError,
@@ -129,6 +130,21 @@ describe('Runner.execute', () => {
       expect(execution).toEqual({ outcome: 'failed', error: refusal, definite: true });
       expect((await store.inspect(a.key))?.state).toBe('free');
       expect((await store.events(a.key)).map((event) => event.to)).toEqual(['applying', 'free']);
+      expect((await runner.execute(a, ok('paid'))).outcome).toBe('applied');
+    },
+  );
+
+  it.each(['unknown', 'unsafe'] as const)(
+    'a write the sink rolled back before COMMIT (%s): released, failed retryable (not definite), a retry applies',
+    async (retrySafety) => {
+      const { store, runner } = setup();
+      const a = action({ retrySafety });
+      const lost = markNotApplied(new Error('terminating connection due to administrator command'));
+      const execution = await runner.execute(a, async () => {
+        throw lost;
+      });
+      expect(execution).toEqual({ outcome: 'failed', error: lost });
+      expect((await store.inspect(a.key))?.state).toBe('free');
       expect((await runner.execute(a, ok('paid'))).outcome).toBe('applied');
     },
   );
