@@ -3,7 +3,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { NotAppliedError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
-import type { Store, TransactionContext } from '../core/store.js';
+import type { Store, TransactionContext, TransactionIsolation } from '../core/store.js';
 import type { Action, Result } from '../core/types.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import { OUTCOMES_METRIC, type OutcomeLabel } from '../protocol/metrics.js';
@@ -107,8 +107,13 @@ function guardedActivity(
     let execution: Execution;
     try {
       execution = effect.transactional
-        ? await inTransaction(runner, action, context, ttlMs, async ({ tx, fence, signal }) =>
-            recordable(await effect.apply(input, { tx: tx as never, key, fence, signal })),
+        ? await inTransaction(
+            runner,
+            action,
+            context,
+            { ttlMs, isolation: effect.isolation },
+            async ({ tx, fence, signal }) =>
+              recordable(await effect.apply(input, { tx: tx as never, key, fence, signal })),
           )
         : effect.prepare
           ? await runner.executeWith(
@@ -177,13 +182,14 @@ async function inTransaction(
   runner: Runner,
   action: Action,
   context: Context,
-  ttlMs: number,
+  { ttlMs, isolation }: { ttlMs: number; isolation: TransactionIsolation | undefined },
   work: (context: TransactionContext<unknown>) => Promise<Result>,
 ): Promise<Execution> {
   const heartbeat = setInterval(() => context.heartbeat(), Math.max(1, Math.floor(ttlMs / 3)));
   try {
     return await runner.executeInTransaction(action, work, {
       signal: context.cancellationSignal,
+      ...(isolation === undefined ? {} : { isolation }),
     });
   } finally {
     clearInterval(heartbeat);

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { TransactionIsolation } from '../core/store.js';
 import type { Fence, Lease, RetrySafety } from '../core/types.js';
 import type { ProbeAnswer } from '../protocol/wire.js';
 import type { ResultCheck } from './result-check.js';
@@ -109,6 +110,13 @@ export interface TransactionalEffectDefinition<I = unknown, R = unknown, Tx = pg
   resource(input: I): string;
   /** As for SideEffectDefinition: bounds attempts in flight within one worker. */
   inFlight?: { limit: number; key?: (input: I) => string };
+  /**
+   * The isolation level of the transaction `apply` runs in. Choose a stricter one when apply's own
+   * reads decide what it writes (a balance check): under read committed a concurrent commit can
+   * change them mid-transaction. A serialization failure runs the whole attempt again, a few times.
+   * @default 'read committed'
+   */
+  isolation?: TransactionIsolation;
   /** The effect's statements, on `tx`. Returns a JSON-serialisable result, recorded in the same commit. */
   apply(input: I, context: TransactionalEffectContext<Tx>): Promise<R>;
   prepare?: never;

@@ -4,7 +4,7 @@ import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
 export { NotAppliedError } from '../core/errors.js';
 
 import { Runner } from '../core/runner.js';
-import { isTransactionalStore, type Store } from '../core/store.js';
+import { isTransactionalStore, type Store, TRANSACTION_ISOLATIONS } from '../core/store.js';
 import { checkTtl } from '../core/validate.js';
 import {
   legacyActivityNames,
@@ -148,6 +148,15 @@ export function createSideEffectActivities(
       throw new InvalidActionError('effects', `"${name}" is reserved for the library's activities`);
     if (effect.transactional && !isTransactionalStore(store))
       throw new NotTransactionalError(`the store of transactional effect "${name}"`);
+    if (
+      effect.transactional &&
+      effect.isolation !== undefined &&
+      !TRANSACTION_ISOLATIONS.includes(effect.isolation)
+    )
+      throw new InvalidActionError(
+        `effects.${name}.isolation`,
+        `must be one of ${TRANSACTION_ISOLATIONS.join(', ')}`,
+      );
     activities[name] = effectActivity(name, effect, { runner, ttlMs, minContendedDelayMs });
     if (effect.probe) {
       const probe = probeActivity(effect, store);

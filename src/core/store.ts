@@ -192,6 +192,13 @@ export interface TransactionContext<Tx> {
  */
 export type TransactionIsolation = 'read committed' | 'repeatable read' | 'serializable';
 
+/** Every TransactionIsolation, for checking a level given at run time (a JavaScript caller, a config file). */
+export const TRANSACTION_ISOLATIONS: readonly TransactionIsolation[] = [
+  'read committed',
+  'repeatable read',
+  'serializable',
+];
+
 /** How a transactional effect runs. */
 export interface TransactionOptions {
   /**

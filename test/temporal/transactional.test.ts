@@ -12,6 +12,13 @@ import type { SideEffectOutcome } from '../../src/workflows/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { type Harness, startHarness } from './harness.js';
 
+const isolationOf = async (tx: pg.PoolClient): Promise<string> =>
+  (
+    await tx.query<{ level: string }>(
+      `select pg_catalog.current_setting('transaction_isolation') as level`,
+    )
+  ).rows[0]!.level;
+
 interface Deposit {
   account: string;
   amount: number;
@@ -48,6 +55,17 @@ describe('transactional effect activity', () => {
             if (attempt <= (input.failFirst ?? 0)) throw new Error(`attempt ${attempt} fails`);
             return { entry: rows[0]!.id, attempt };
           },
+        }),
+        txSerializable: defineEffect({
+          transactional: true,
+          isolation: 'serializable',
+          resource: (input: { account: string }) => `account:${input.account}`,
+          apply: async (_input, { tx }) => isolationOf(tx),
+        }),
+        txDefault: defineEffect({
+          transactional: true,
+          resource: (input: { account: string }) => `account:${input.account}`,
+          apply: async (_input, { tx }) => isolationOf(tx),
         }),
       },
     });
@@ -86,6 +104,42 @@ describe('transactional effect activity', () => {
       'free->done',
     ]);
     expect(await h.replayAll()).toEqual([]);
+  });
+
+  it("runs apply at the effect's declared isolation, read committed by default", async () => {
+    for (const [effect, level] of [
+      ['txSerializable', 'serializable'],
+      ['txDefault', 'read committed'],
+    ] as const) {
+      const handle = await h.start('guarded', [effect, { account: `iso-${effect}` }]);
+      const outcome = (await handle.result()) as SideEffectOutcome<string>;
+      expect(outcome).toMatchObject({ outcome: 'applied', result: level });
+    }
+  });
+
+  it('an isolation level Postgres does not have is refused at creation', () => {
+    expect(() =>
+      createSideEffectActivities({
+        store: new PgStore({ pool: db.pool, schema: db.schema }),
+        ttlMs: 3_000,
+        client: h.client,
+        taskQueue: h.taskQueue,
+        effects: {
+          txDeposit: defineEffect({
+            transactional: true,
+            // A JavaScript caller or a config file can send any string.
+            isolation: 'snapshot' as never,
+            resource: () => 'r',
+            apply: async () => null,
+          }),
+        },
+      }),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_ACTION',
+        message: expect.stringContaining('isolation'),
+      }),
+    );
   });
 
   it('a worker whose store cannot run transactions is refused at creation', () => {

@@ -13,12 +13,13 @@ import {
 } from '../../core/errors.js';
 import { maskConnectionString } from '../../core/mask.js';
 import type { Execution } from '../../core/runner.js';
-import type {
-  ListFilter,
-  TransactionalStore,
-  TransactionContext,
-  TransactionIsolation,
-  TransactionOptions,
+import {
+  type ListFilter,
+  TRANSACTION_ISOLATIONS,
+  type TransactionalStore,
+  type TransactionContext,
+  type TransactionIsolation,
+  type TransactionOptions,
 } from '../../core/store.js';
 import type {
   Acquisition,
@@ -552,8 +553,11 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
     const isolation = options.isolation ?? 'read committed';
-    if (!ISOLATION_LEVELS.includes(isolation)) {
-      throw new InvalidActionError('isolation', `must be one of ${ISOLATION_LEVELS.join(', ')}`);
+    if (!TRANSACTION_ISOLATIONS.includes(isolation)) {
+      throw new InvalidActionError(
+        'isolation',
+        `must be one of ${TRANSACTION_ISOLATIONS.join(', ')}`,
+      );
     }
     for (let attempt = 1; ; attempt++) {
       // Above READ COMMITTED a snapshot older than a concurrent commit fails the attempt
@@ -1059,12 +1063,6 @@ function beginTransaction(
     select pg_catalog.set_config('transaction_timeout', ${ttl}, true)
      where pg_catalog.current_setting('server_version_num')::int >= 170000`;
 }
-
-const ISOLATION_LEVELS: readonly TransactionIsolation[] = [
-  'read committed',
-  'repeatable read',
-  'serializable',
-];
 
 /** Attempts of one transactional effect at a stricter isolation before a serialization failure is its answer. */
 const SERIALIZATION_ATTEMPTS = 5;
