@@ -76,6 +76,10 @@ export async function resolveKey(options: {
   const identity = client?.options.identity ?? `${process.pid}@${hostname()}`;
   const stored = await resolveInStore(store, key, input, identity);
   if (!timedOut) return stored;
+  if (!stored.won && (await isOwnVerdict(store, key, input, identity))) {
+    const landed = report('workflow', input, stored, true);
+    return { ...landed, message: `${landed.message}, as the wait ran out` };
+  }
   // Ends the waiting ReconcileWorkflow once a worker reads its signals again.
   await client!.workflow
     .getHandle(reconcileWorkflowId(key))
@@ -110,6 +114,23 @@ async function resolveInStore(store: Store, key: string, input: ResolveInput, id
     if (!earlier) throw error;
     return report('store', input, earlier, false);
   }
+}
+
+/**
+ * Whether the verdict that stands on `key` is this very request's: its Update was recorded by the
+ * ReconcileWorkflow (with this client's identity) just as the wait ran out, so the store then
+ * refused the same verdict a second time. Without this the person is told their verdict was not
+ * recorded, when it is the one that stands.
+ */
+async function isOwnVerdict(store: Store, key: string, input: ResolveInput, identity: string) {
+  const verdict = (await store.events(key)).filter((event) => event.from === 'uncertain').at(-1);
+  return (
+    verdict !== undefined &&
+    verdict.identity === identity &&
+    verdict.to === (input.applied ? 'done' : 'free') &&
+    verdict.reason === input.reason &&
+    (input.by === undefined || verdict.actor === input.by)
+  );
 }
 
 /** A free key whose last transition left `uncertain` was resolved as not applied: the verdict that stands. */
