@@ -26,6 +26,8 @@ let store: PgStore;
 let runner: Runner;
 let harness: Harness;
 let scratch: string;
+/** Keys with a ReconcileWorkflow are this run's own: the dev server keeps workflow ids across runs. */
+const RUN = Date.now().toString(36);
 
 /** The CLI as an operator role with exactly its grants (docs/database-roles.md). */
 let operator: GrantedRole;
@@ -82,7 +84,7 @@ describe('sideeffect resolve --from-file', () => {
     }
     // 40 with a ReconcileWorkflow waiting: the verdict goes through it (its Update).
     for (let i = 0; i < 40; i++) {
-      const key = `file-workflow-${i}/charge`;
+      const key = `file-workflow-${RUN}-${i}/charge`;
       await uncertain(key, `card:w${i}`);
       await waitingWorkflow(key, `card:w${i}`);
       viaWorkflow.push(key);
