@@ -17,7 +17,7 @@ import {
   subscribeSignal,
   type Verdict,
 } from '../protocol/wire.js';
-import { fanInLimit } from '../syncx/index.js';
+import { settleAll } from '../syncx/index.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
@@ -171,23 +171,27 @@ export function reconcileActivities({
       const open = store.claimReconciles
         ? await store.claimReconciles({ limit: sweepLimit, restartAfterMs })
         : await store.list({ state: 'uncertain', limit: sweepLimit, oldest: true });
-      const started = await fanInLimit(open.length, SWEEP_START_CONCURRENCY, async (i) => {
-        const record = open[i]!;
-        await client.workflow.start<typeof ReconcileWorkflow>('ReconcileWorkflow', {
-          workflowId: reconcileWorkflowId(record.key),
-          taskQueue,
-          args: [
-            reconcileInput({
-              key: record.key,
-              resource: record.resource,
-              reason: record.reason ?? 'uncertain',
-              fence: record.fence,
-            }),
-          ],
-          workflowIdConflictPolicy: 'USE_EXISTING',
-        });
-        return record.key;
-      });
+      const started = await settleAll(
+        open.length,
+        async (i) => {
+          const record = open[i]!;
+          await client.workflow.start<typeof ReconcileWorkflow>('ReconcileWorkflow', {
+            workflowId: reconcileWorkflowId(record.key),
+            taskQueue,
+            args: [
+              reconcileInput({
+                key: record.key,
+                resource: record.resource,
+                reason: record.reason ?? 'uncertain',
+                fence: record.fence,
+              }),
+            ],
+            workflowIdConflictPolicy: 'USE_EXISTING',
+          });
+          return record.key;
+        },
+        { concurrency: SWEEP_START_CONCURRENCY },
+      );
       const failed = started.find((start) => start.status === 'rejected');
       // Every start was tried; the first failure fails the sweep, so it is logged and retried.
       if (failed) throw failed.reason;

@@ -4,7 +4,7 @@ import { SideEffectError, StoreUnavailableError } from '../core/errors.js';
 import type { Store } from '../core/store.js';
 import { resolveInputError } from '../protocol/resolve-input.js';
 import type { ResolveInput } from '../protocol/wire.js';
-import { fanInLimit } from '../syncx/index.js';
+import { settleAll } from '../syncx/index.js';
 import { resolveKey } from './resolve.js';
 import { HELP, UsageError } from './usage.js';
 
@@ -151,14 +151,18 @@ export async function resolveBatch(options: {
     refused: [],
     failed: [],
   };
-  const settled = await fanInLimit(verdicts.length, CONCURRENCY, async (i) => {
-    const verdict = verdicts[i]!;
-    if (dryRun) return dryRunOne(store, verdict.key);
-    const { key, fence, ...input } = verdict;
-    const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
-    const outcome = await resolveKey({ store, client, key, input: resolution });
-    return outcome.won ? undefined : { already: outcome.message };
-  });
+  const settled = await settleAll(
+    verdicts.length,
+    async (i) => {
+      const verdict = verdicts[i]!;
+      if (dryRun) return dryRunOne(store, verdict.key);
+      const { key, fence, ...input } = verdict;
+      const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
+      const outcome = await resolveKey({ store, client, key, input: resolution });
+      return outcome.won ? undefined : { already: outcome.message };
+    },
+    { concurrency: CONCURRENCY },
+  );
   settled.forEach((slot, i) => {
     const { key } = verdicts[i]!;
     if (slot.status === 'fulfilled') {

@@ -1,4 +1,5 @@
-import { fanInLimit } from '../syncx/index.js';
+import { settleAll } from '../syncx/index.js';
+import { toCapacity } from '../syncx/validate.js';
 import {
   type EffectInput,
   type EffectName,
@@ -34,7 +35,7 @@ export type SideEffectCallFor<E> = {
 /**
  * Runs many guarded effects from one workflow, at most `limit` at a time,
  * results in call order, each settled on its own: one failure does not lose
- * the others' outcomes. Built on fanInLimit (promises only, no timers), so a
+ * the others' outcomes. Built on settleAll (promises only, no timers), so a
  * replay schedules the same activities in the same order.
  *
  * Each call needs its own step, because the key is `<workflowId>/<step>`: the
@@ -54,12 +55,18 @@ export function sideEffects(
   options: SideEffectOptions & { limit: number },
 ): Promise<PromiseSettledResult<SideEffectOutcome<unknown>>[]> {
   const { limit, ...shared } = options;
-  return fanInLimit(calls.length, limit, (i) => {
-    const call = calls[i]!;
-    return runSideEffect(call.effect, call.input, {
-      ...shared,
-      ...call.options,
-      step: call.step ?? `${call.effect}/${i}`,
-    });
-  });
+  // Checked under its own name: a bad `limit` must not be reported as settleAll's `concurrency`.
+  const concurrency = toCapacity(limit, 'limit');
+  return settleAll(
+    calls.length,
+    (i) => {
+      const call = calls[i]!;
+      return runSideEffect(call.effect, call.input, {
+        ...shared,
+        ...call.options,
+        step: call.step ?? `${call.effect}/${i}`,
+      });
+    },
+    { concurrency },
+  );
 }
