@@ -9,11 +9,11 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Connection, type WorkflowHandle } from '@temporalio/client';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pg from 'pg';
 import { maskConnectionString } from '../src/core/mask.js';
 import { connectionConfig, migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
-import { clusterSettings, createWorker } from '../src/worker/index.js';
+import { clusterSettings, SideEffectPlugin } from '../src/worker/index.js';
 import {
   reconcileWorkflowId,
   type SideEffectOutcome,
@@ -61,19 +61,25 @@ async function main(): Promise<void> {
 
   const store = new PgStore({ pool, schema: SCHEMA });
   const bank = new PgFencedSink({ pool, schema: SCHEMA });
-  const worker = await createWorker({
-    taskQueue: TASK_QUEUE,
+  const plugin = new SideEffectPlugin({
     store,
     effects: { charge: chargeEffect(bank, bankTable) },
     ttlMs: 3_000,
-    workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
     sweepEveryMs: 10_000,
+  });
+  const connection = await NativeConnection.connect(TEMPORAL.connectionOptions);
+  const worker = await Worker.create({
+    connection,
+    namespace: TEMPORAL.namespace,
+    taskQueue: TASK_QUEUE,
+    workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
+    plugins: [plugin],
   });
   const running = worker.run();
   say(`  Worker    task queue ${TASK_QUEUE}`);
   say();
 
-  const client = worker.client;
+  const client = plugin.client;
   const order = (name: string) => `demo-${run}-order-${name}`;
   const pay = (name: string, input: Omit<ChargeInput, 'order'>): Promise<WorkflowHandle> =>
     client.workflow.start('PaymentWorkflow', {
@@ -181,6 +187,7 @@ async function main(): Promise<void> {
 
   worker.shutdown();
   await running;
+  await connection.close();
   await bank.close();
   await store.close();
   await pool.end();

@@ -113,14 +113,30 @@ function isReserved(name: string): boolean {
  * effect: key `<workflowId>/<step>`, lease renewed and heartbeated while apply
  * runs, outcomes mapped to Temporal failures a retry policy handles right
  * (contended retries after the lease, uncertain never retries blindly).
- * `createWorker` calls it for you; use it to register them on a Worker you build.
+ *
+ * `SideEffectPlugin` (`sideeffect/worker`) calls it for you, and is the way to use it. This is the low-level
+ * piece for a Worker that cannot take the plugin (say an SDK release changed the experimental
+ * `WorkerPlugin` interface), or to call the activities directly. Registered by hand, you lose
+ * everything else the plugin does, and each is yours to do (docs/architecture.md lists them):
+ * the sweeper (run `sideeffect.sweepAndReconcile` periodically, or keys left uncertain by a dead
+ * worker get no ReconcileWorkflow), the search-attribute check (pass `searchAttributes: false`
+ * until they are registered), the store schema check at start, the ReconcileWorkflow bundle
+ * check, the activity-name clash check, and the shutdown grace time and heartbeat throttle that
+ * keep a deploy from turning running applies uncertain.
  *
  * @example
  * ```ts
  * const activities = createSideEffectActivities({
- *   store: new PgStore({ pool }), effects, ttlMs: 30_000, client, taskQueue: 'payments',
+ *   store: new PgStore(), effects, ttlMs: 30_000, client, taskQueue: 'payments',
+ *   searchAttributes: false, // not checked here: memo only until you check them yourself
  * });
- * await Worker.create({ taskQueue: 'payments', activities, workflowsPath });
+ * const throttle = 10_000; // ttlMs / 3: a cancel reaches apply within about one TTL
+ * const worker = await Worker.create({
+ *   connection, taskQueue: 'payments', activities, workflowsPath, // re-exports ReconcileWorkflow
+ *   shutdownGraceTime: '5 minutes', // running applies finish on a deploy
+ *   maxHeartbeatThrottleInterval: throttle, defaultHeartbeatThrottleInterval: throttle,
+ * });
+ * // No sweeper: call activities['sideeffect.sweepAndReconcile']() every minute, or from a Schedule.
  * ```
  */
 export function createSideEffectActivities(

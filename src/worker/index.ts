@@ -14,7 +14,10 @@ export { type ClusterOptions, type ClusterSettings, clusterSettings } from './cl
 export { defaultWorkflowsPath, SideEffectPlugin, type SideEffectPluginOptions } from './plugin.js';
 export { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 
-/** `createWorker`'s options: the plugin's options plus how to reach Temporal and which workflows to bundle. */
+/**
+ * `createWorker`'s options: the plugin's options plus how to reach Temporal and which workflows to bundle.
+ * @deprecated With {@link createWorker}; removed in 0.3.
+ */
 export interface CreateWorkerOptions extends SideEffectPluginOptions, Omit<ClusterOptions, 'env'> {
   taskQueue: string;
   /**
@@ -51,7 +54,10 @@ export interface CreateWorkerOptions extends SideEffectPluginOptions, Omit<Clust
   >;
 }
 
-/** A Worker with the side-effect activities and workflows registered, plus the sweeper tied to its run. */
+/**
+ * A Worker with the side-effect activities and workflows registered, plus the sweeper tied to its run.
+ * @deprecated With {@link createWorker}; removed in 0.3.
+ */
 export interface SideEffectWorker {
   worker: Worker;
   client: Client;
@@ -63,23 +69,18 @@ export interface SideEffectWorker {
 }
 
 /**
- * One call from effects to a running worker, for apps that have no Worker of
- * their own: a Worker with {@link SideEffectPlugin} on a connection read from
- * Temporal's standard client configuration, so no piece of the at-most-once
- * chain (activities, workflows, sweeper, search-attribute check) is left for
- * the host to forget. Apps with their own Worker add {@link SideEffectPlugin} instead.
+ * A Worker with {@link SideEffectPlugin} on a connection read from Temporal's standard client
+ * configuration, closed when `run()` ends; a connection error is masked
+ * (`maskConnectionString`) before it is thrown.
  *
- * @example
+ * @deprecated A second way to build the same Worker. Build it yourself and add the plugin, as
+ * docs/getting-started.md does; removed in 0.3:
  * ```ts
- * await migrate(pool, { schema: 'sideeffect' });
- * const { run } = await createWorker({
- *   taskQueue: 'payments',
- *   store: new PgStore({ pool, schema: 'sideeffect' }),
- *   effects, // { charge: defineEffect({ resource, apply, probe }) }
- *   ttlMs: 30_000,
- *   workflowsPath: fileURLToPath(new URL('./workflows.js', import.meta.url)),
- * });
- * await run();
+ * const { connectionOptions, namespace } = clusterSettings();
+ * const connection = await NativeConnection.connect(connectionOptions);
+ * const plugins = [new SideEffectPlugin({ store, effects, ttlMs: 30_000 })];
+ * const worker = await Worker.create({ connection, namespace, taskQueue, workflowsPath, plugins });
+ * await worker.run(); // then connection.close() if the process goes on
  * ```
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<SideEffectWorker> {

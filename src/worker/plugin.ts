@@ -96,9 +96,20 @@ interface Setup {
  * plugin's `client` is on another namespace than the Worker. Use one plugin
  * instance per Worker.
  *
- * Built on the SDK's `WorkerPlugin` interface, which the SDK marks experimental: a minor SDK
- * release may change it, so keep the SDK within the versions this library is tested with (1.14.2,
- * 1.23.0 and 1.24.0; the README's compatibility table). `createWorker` builds on it too.
+ * The way in on the worker side. Built on the SDK's `WorkerPlugin` interface, which the SDK
+ * marks experimental: a minor SDK release may change it, so keep the SDK within the versions
+ * this library is tested with (1.14.2, 1.23.0 and 1.24.0; the peer dependency table of
+ * docs/production.md). Should an SDK release break it, `createSideEffectActivities` registers
+ * the effects without it (and without what it adds).
+ *
+ * @example
+ * ```ts
+ * const { connectionOptions, namespace } = clusterSettings();
+ * const connection = await NativeConnection.connect(connectionOptions);
+ * const plugins = [new SideEffectPlugin({ store: new PgStore(), effects, ttlMs: 30_000 })];
+ * const worker = await Worker.create({ connection, namespace, taskQueue: 'shop', workflowsPath, plugins });
+ * await worker.run();
+ * ```
  */
 export class SideEffectPlugin implements WorkerPlugin {
   readonly name = 'sideeffect';

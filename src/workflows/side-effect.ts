@@ -31,7 +31,7 @@ import {
 /** A duration as Temporal takes it: milliseconds or an `ms`-style string like `'1 hour'`. */
 type Duration = Parameters<typeof sleep>[0];
 
-/** Per-call options of {@link sideEffect}: where the key comes from, what to do when the outcome is uncertain, and the effect activity's own options. */
+/** Per-call options of a guarded call ({@link proxySideEffects}, {@link runSideEffect}, {@link sideEffects}): where the key comes from, what to do when the outcome is uncertain, and the effect activity's own options. */
 export interface SideEffectOptions extends ActivityOptions {
   /**
    * Names this call inside the workflow; the key is `<workflowId>/<step>`.
@@ -97,7 +97,7 @@ export type EffectInput<T> = T extends EffectShape ? Parameters<T['apply']>[0] :
 /** What an effect's `apply` resolves to. */
 export type EffectResult<T> = T extends EffectShape ? Awaited<ReturnType<T['apply']>> : never;
 
-/** The arguments of a typed {@link sideEffect} call: an effect of `E`, its input, options. */
+/** The arguments of a typed call by name ({@link runSideEffect}): an effect of `E`, its input, options. */
 type SideEffectArgs<E> = {
   [K in EffectName<E>]: [effect: K, input: EffectInput<E[K]>, options?: SideEffectOptions];
 }[EffectName<E>];
@@ -185,37 +185,73 @@ function listen(): void {
 }
 
 /**
- * Runs a registered effect at most once and returns its result. Retries,
- * worker crashes and workflow resets all land on the same key, so the effect
- * is applied once and later calls get the recorded result. When the outcome is
- * uncertain, it waits for the key's ReconcileWorkflow (probe or person) instead
- * of guessing: applied -> the recorded result, never re-applied; not applied ->
- * the effect runs again. With `typeof effects` as its type argument, the name
- * and the input are checked at compile time (the result is then the union of the
- * effects' results); {@link proxySideEffects} types each effect's result too.
+ * A guarded call by name, resolving to its result.
  *
- * @example
- * ```ts
- * import type { effects } from './effects.js';
- * const receipt = await sideEffect<typeof effects>('charge', { card, cents }, { step: 'charge-deposit' });
- * ```
+ * @deprecated Use {@link proxySideEffects}: `proxySideEffects<typeof effects>().charge(input,
+ * { step })` is the same call, typed per effect (for a name chosen at run time,
+ * `(await runSideEffect(name, input)).result`). Removed in 0.3.
  */
 export function sideEffect<E>(...call: SideEffectArgs<E>): Promise<EffectResult<E[EffectName<E>]>>;
+/** @deprecated Use {@link proxySideEffects}. Removed in 0.3. */
 export function sideEffect<R = unknown, I = unknown>(
   effect: string & UntypedOnly<R>,
   input: I,
   options?: SideEffectOptions,
 ): Promise<R>;
-export async function sideEffect(
+export function sideEffect(
   effect: string,
   input: unknown,
   options: SideEffectOptions = {},
 ): Promise<unknown> {
-  return (await runSideEffect(effect, input, options)).result;
+  return resultOf(effect, input, options);
 }
 
-/** {@link sideEffect}, also telling whether this call applied, replayed or waited for a reconcile. */
-export async function runSideEffect<R = unknown, I = unknown>(
+/** A guarded call's result alone (as `sideEffect` did in 0.1, tick for tick, so replays match). */
+async function resultOf(
+  effect: string,
+  input: unknown,
+  options: SideEffectOptions,
+): Promise<unknown> {
+  return (await guardedCall(effect, input, options)).result;
+}
+
+/**
+ * The guarded call of {@link proxySideEffects}, resolving to how it ended as well as its result:
+ * `applied` (this call ran the effect), `replayed` (the key was already done) or `reconciled`
+ * (it waited for a probe or a person), and the key. For a workflow that logs, counts or branches
+ * on that; when only the result matters, call the effect through {@link proxySideEffects}.
+ * With `typeof effects` as its type argument, the name and the input are checked at compile time.
+ *
+ * @example
+ * ```ts
+ * import type { effects } from './effects.js';
+ * const { outcome, key } = await runSideEffect<typeof effects>('charge', { card, cents });
+ * if (outcome === 'reconciled') log.info('charge decided by a reconcile', { key });
+ * ```
+ */
+export function runSideEffect<E>(
+  ...call: SideEffectArgs<E>
+): Promise<SideEffectOutcome<EffectResult<E[EffectName<E>]>>>;
+export function runSideEffect<R = unknown, I = unknown>(
+  effect: string & UntypedOnly<R>,
+  input: I,
+  options?: SideEffectOptions,
+): Promise<SideEffectOutcome<R>>;
+export function runSideEffect(
+  effect: string,
+  input: unknown,
+  options: SideEffectOptions = {},
+): Promise<SideEffectOutcome<unknown>> {
+  return guardedCall(effect, input, options);
+}
+
+/**
+ * Runs a registered effect at most once. Retries, worker crashes and workflow resets all land on
+ * the same key, so the effect is applied once and later calls get the recorded result. When the
+ * outcome is uncertain, it waits for the key's ReconcileWorkflow (probe or person) instead of
+ * guessing: applied -> the recorded result, never re-applied; not applied -> the effect runs again.
+ */
+export async function guardedCall<R = unknown, I = unknown>(
   effect: string,
   input: I,
   options: SideEffectOptions = {},
@@ -257,9 +293,10 @@ export async function runSideEffect<R = unknown, I = unknown>(
 }
 
 /**
- * The typed way to call effects from a workflow, like `proxyActivities`: each property runs the
- * effect of that name through {@link sideEffect}, with input and result types taken from its
- * definition through a type-only import, so nothing of the worker side enters the bundle.
+ * The way to call effects from a workflow, like `proxyActivities`: each property runs the effect
+ * of that name at most once and resolves to its result, with input and result types taken from
+ * its definition through a type-only import, so nothing of the worker side enters the bundle.
+ * {@link runSideEffect} also tells how a call ended; {@link sideEffects} fans many out.
  *
  * @example
  * ```ts
@@ -277,7 +314,7 @@ export function proxySideEffects<E>(defaults: SideEffectOptions = {}): SideEffec
     get: (_, effect) => {
       if (typeof effect !== 'string') return undefined;
       return (input: unknown, options: SideEffectOptions = {}) =>
-        sideEffect(effect, input, { ...defaults, ...options });
+        resultOf(effect, input, { ...defaults, ...options });
     },
   });
 }

@@ -4,7 +4,7 @@ import {
   type EffectInput,
   type EffectName,
   type EffectResult,
-  runSideEffect,
+  guardedCall,
   type SideEffectOptions,
   type SideEffectOutcome,
   type UntypedOnly,
@@ -61,7 +61,7 @@ export function sideEffects(
     calls.length,
     (i) => {
       const call = calls[i]!;
-      return runSideEffect(call.effect, call.input, {
+      return guardedCall(call.effect, call.input, {
         ...shared,
         ...call.options,
         step: call.step ?? `${call.effect}/${i}`,

@@ -1,11 +1,17 @@
 /**
  * Compile-time test (`npm run typecheck` compiles it; nothing runs it): with the effects typed,
- * a misspelled effect name or a wrong input in `sideEffect` and `sideEffects` is a type error,
+ * a misspelled effect name or a wrong input in `runSideEffect`, `sideEffects` and the deprecated
+ * `sideEffect` is a type error,
  * while untyped calls keep compiling as before. Each `@ts-expect-error` fails the typecheck if
  * its line compiles.
  */
 import { defineEffect } from '../../src/activities/index.js';
-import { proxySideEffects, sideEffect, sideEffects } from '../../src/workflows/index.js';
+import {
+  proxySideEffects,
+  runSideEffect,
+  sideEffect,
+  sideEffects,
+} from '../../src/workflows/index.js';
 
 const effects = {
   email: defineEffect({
@@ -41,6 +47,21 @@ export async function typed(): Promise<void> {
   // @ts-expect-error wrong input, declared effects
   await sideEffect<DeclaredEffects>('email', { nope: true });
 
+  const ran = await runSideEffect<Effects>('charge', { card: 'c', cents: 1 });
+  const ranResult: { messageId: string } | { receipt: string } = ran.result;
+  const how: 'applied' | 'replayed' | 'reconciled' = ran.outcome;
+  await runSideEffect<DeclaredEffects>('email', { to: 'a' }, { step: 'welcome' });
+  // @ts-expect-error misspelled effect name
+  await runSideEffect<Effects>('emial', { to: 'a' });
+  // @ts-expect-error wrong input
+  await runSideEffect<Effects>('email', { nope: true });
+  // @ts-expect-error the input of another effect
+  await runSideEffect<Effects>('email', { card: 'c', cents: 1 });
+  // @ts-expect-error wrong input, declared effects
+  await runSideEffect<DeclaredEffects>('email', { nope: true });
+  void ranResult;
+  void how;
+
   const settled = await sideEffects<Effects>(
     [
       { effect: 'email', input: { to: 'a' } },
@@ -73,7 +94,11 @@ export async function untyped(): Promise<void> {
   const receipt: { receipt: string } = await sideEffect<{ receipt: string }>('charge', {});
   await sideEffect('anything', { at: 'all' });
   await sideEffect<string, { to: string }>('email', { to: 'a' });
+  const ran: { receipt: string } = (await runSideEffect<{ receipt: string }>('charge', {})).result;
+  const name: string = 'chosen at run time';
+  await runSideEffect(name, { at: 'all' });
   await sideEffects([{ effect: 'anything', input: 1 }], { limit: 1 });
   await sideEffects<{ receipt: string }>([{ effect: 'charge', input: {} }], { limit: 1 });
   void receipt;
+  void ran;
 }
