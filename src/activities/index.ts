@@ -48,7 +48,7 @@ export interface SideEffectActivitiesOptions {
   /**
    * How long one attempt may hold a resource; renewed (and Temporal heartbeated) every ttlMs/3
    * while apply runs. The effect activity's heartbeatTimeout must be at least ttlMs/2
-   * (sideEffect's default is 1 minute), else it fails with SideEffectMisconfigured.
+   * (an effect call's default is 1 minute), else it fails with SideEffectMisconfigured.
    */
   ttlMs: number;
   /** Starts and joins ReconcileWorkflows. */

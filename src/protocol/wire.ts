@@ -7,8 +7,9 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 
 /**
- * The effect activity's default `startToCloseTimeout` (`sideEffect()`): the longest an apply runs
- * unless the caller says otherwise, so also the worker's default shutdown grace.
+ * The effect activity's default `startToCloseTimeout` (an effect call from a workflow): the
+ * longest an apply runs unless the caller says otherwise, so also the worker's default shutdown
+ * grace.
  */
 export const DEFAULT_EFFECT_TIMEOUT_MS = 5 * 60 * 1000;
 
@@ -201,8 +202,8 @@ export const statusQuery = defineQuery<ReconcileStatus>('status');
  */
 export const subscribeSignal = defineSignal<[Subscription]>('subscribe');
 /**
- * Internal: sent to every subscribed workflow once the key is decided; `sideEffect()` waits for
- * it. A prompt only: the waiting workflow reads the verdict from the store, so a forged one
+ * Internal: sent to every subscribed workflow once the key is decided; a waiting effect call
+ * waits for it. A prompt only: the waiting workflow reads the verdict from the store, so a forged one
  * decides nothing.
  */
 export const reconciledSignal = defineSignal<[Reconciled]>('reconciled');

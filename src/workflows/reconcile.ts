@@ -158,7 +158,7 @@ function keptInput(raw: unknown): Pick<RejectedResolve, 'input' | 'inputChars'> 
 const RESOLVE_SIGNAL_DESCRIPTION =
   'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "..."} or {"applied": false, "reason": "...", "by": "..."}. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
 const SUBSCRIBE_SIGNAL_DESCRIPTION =
-  'Internal, not for people: sent by sideEffect() in a workflow waiting on this key, to be told the verdict. A malformed one is listed by the status query and ignored.';
+  'Internal, not for people: sent by an effect call (proxySideEffects) in a workflow waiting on this key, to be told the verdict. A malformed one is listed by the status query and ignored.';
 const RECHECK_SIGNAL_DESCRIPTION =
   'Read the key from the store now and end if it was decided there (sent by `sideeffect resolve` after recording a verdict in the store). Takes no input; harmless to send.';
 const STATUS_QUERY_DESCRIPTION =
