@@ -15,10 +15,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { defineEffect } from '../../src/activities/index.js';
 import { MemoryFencedSink, MemoryStore } from '../../src/store/memory.js';
-import { createWorker } from '../../src/worker/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
   type ReconcileStatus,
   reconcileWorkflowId,
@@ -91,17 +91,20 @@ const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
 const native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
 const client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
 const taskQueue = uniqueTaskQueue(`histories-${version}`);
-const worker = await createWorker({
+const plugin = new SideEffectPlugin({
   store: new MemoryStore(),
   effects,
   ttlMs: 5_000,
   remindEveryMs: 1_000,
   sweepEveryMs: 0,
   client,
+});
+const worker = await Worker.create({
   connection: native,
   namespace: TEMPORAL_NAMESPACE,
   taskQueue,
   workflowsPath: path.join(here, 'workflows.ts'),
+  plugins: [plugin],
 });
 const running = worker.run();
 
@@ -243,6 +246,20 @@ try {
   const probed = client.workflow.getHandle(reconcileWorkflowId(keyOf(byProbe, 'pay')));
   await probed.result();
   await record('reconcile-probed', 'decided by the probe (applied)', probed);
+
+  // Five orders, at most two at a time: which activities each workflow task schedules is the fan-out's contract.
+  const fannedOut = await start('fanOut', [
+    'order',
+    [1, 2, 3, 4, 5].map((n) => ({ account: `h6-${n}`, amount: n })),
+    2,
+    activity,
+  ]);
+  await fannedOut.result();
+  await record(
+    'caller-fan-out',
+    'five guarded calls, at most two in flight (sideEffects)',
+    fannedOut,
+  );
 
   await writeFile(
     path.join(outDir, 'manifest.json'),
