@@ -1,6 +1,6 @@
 /**
  * Shared setup of the Temporal suites: one task queue and one in-process
- * createWorker per test file against the dev server, the test workflows
+ * Worker with the SideEffectPlugin per test file against the dev server, the test workflows
  * bundled once per file, the real `temporal` CLI, and a ledger behind a
  * FencedSink to count downstream writes.
  */
@@ -19,11 +19,7 @@ import {
 import type { Fence } from '../../src/core/types.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import { waitForReconcile } from '../../src/testing/index.js';
-import {
-  type CreateWorkerOptions,
-  createWorker,
-  type SideEffectWorker,
-} from '../../src/worker/index.js';
+import { SideEffectPlugin, type SideEffectPluginOptions } from '../../src/worker/index.js';
 import { type ReconcileStatus, reconcileWorkflowId } from '../../src/workflows/index.js';
 import {
   TEMPORAL_ADDRESS,
@@ -48,7 +44,9 @@ export function testBundle(): Promise<WorkflowBundleWithSourceMap> {
 export interface Harness {
   client: Client;
   taskQueue: string;
-  worker: SideEffectWorker;
+  worker: Worker;
+  /** The plugin on `worker`: its activities (the sweep, to run by hand) and its client. */
+  plugin: SideEffectPlugin;
   /** Starts a test workflow on this file's task queue and remembers it for replay and cleanup. */
   start(workflow: string, args: unknown[], workflowId?: string): Promise<WorkflowHandle>;
   /** The ReconcileWorkflow of `key`, remembered for replay. */
@@ -62,21 +60,20 @@ export interface Harness {
 
 export async function startHarness(
   prefix: string,
-  options: Omit<CreateWorkerOptions, 'taskQueue' | 'client' | 'connection' | 'workflowBundle'>,
+  options: Omit<SideEffectPluginOptions, 'taskQueue' | 'client'>,
 ): Promise<Harness> {
   const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
   const native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
   const client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
   const taskQueue = uniqueTaskQueue(prefix);
   const workflowBundle = await testBundle();
-  const worker = await createWorker({
-    sweepEveryMs: 0,
-    ...options,
-    client,
+  const plugin = new SideEffectPlugin({ sweepEveryMs: 0, ...options, client });
+  const worker = await Worker.create({
     connection: native,
     namespace: TEMPORAL_NAMESPACE,
     taskQueue,
     workflowBundle,
+    plugins: [plugin],
   });
   const running = worker.run();
   const tracked = new Map<string, WorkflowHandle>();
@@ -90,6 +87,7 @@ export async function startHarness(
     client,
     taskQueue,
     worker,
+    plugin,
     async start(workflow, args, workflowId = `${prefix}-${taskQueue}-${++sequence}`) {
       return track(await client.workflow.start(workflow, { taskQueue, workflowId, args }));
     },

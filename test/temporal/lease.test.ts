@@ -140,14 +140,14 @@ describe('the apply signal', () => {
     expect(orphan?.resource).toBe('doc:2');
     const key = orphan!.key;
 
-    const report = await h.worker.activities[libraryActivityNames.sweepAndReconcile]();
+    const report = await h.plugin.activities[libraryActivityNames.sweepAndReconcile]();
     expect(report.reconciling).toEqual([key]);
     const status = await h.waitForReconcile(key, 'waiting');
     expect(status).toMatchObject({ key, resource: 'doc:2', subscribers: [] });
     expect(status.effect).toBeUndefined();
     // A second sweep joins the running ReconcileWorkflow instead of starting another run.
     const { runId } = await h.reconcile(key).describe();
-    await h.worker.activities[libraryActivityNames.sweepAndReconcile]();
+    await h.plugin.activities[libraryActivityNames.sweepAndReconcile]();
     expect((await h.reconcile(key).describe()).runId).toBe(runId);
 
     const resolution = await h.reconcile(key).executeUpdate(resolveUpdate, {
