@@ -45,6 +45,16 @@ export type Command =
         | { from: 'file'; file: string };
     }
   | { name: 'stats'; json: boolean }
+  | {
+      name: 'codec-server';
+      json: boolean;
+      /** Module whose data converter's `payloadCodecs` the server applies. */
+      dataConverter?: string;
+      host: string;
+      port: number;
+      /** Browser origins allowed by CORS: the Temporal UI's. */
+      corsOrigins: string[];
+    }
   | { name: 'purge'; json: boolean; olderThanMs: number; force: boolean; yes: boolean };
 
 /** How results are printed: `text` for people, `json` (one document) or `jsonl` (one object a line) for scripts. */
@@ -84,6 +94,7 @@ const OPTIONS: Record<string, string[]> = {
     'data-converter',
   ],
   purge: ['older-than', 'force', 'yes'],
+  'codec-server': ['data-converter', 'host', 'port', 'cors-origin'],
 };
 const VALUED = new Set([
   '--print-grants',
@@ -100,6 +111,9 @@ const VALUED = new Set([
   '--resource',
   '--from-file',
   '--data-converter',
+  '--host',
+  '--port',
+  '--cors-origin',
   '--connection',
   '--schema',
   '--address',
@@ -110,6 +124,10 @@ const VALUED = new Set([
 ]);
 /** Long enough for a busy worker to take the Update, short enough that a person is not left hanging. */
 const DEFAULT_RESOLVE_WAIT_MS = 30_000;
+/** The port Temporal's own codec server samples use. */
+const DEFAULT_CODEC_PORT = 8888;
+/** The dev server's UI (`temporal server start-dev`), under both names a browser may use. */
+const DEFAULT_CORS_ORIGINS = ['http://localhost:8233', 'http://127.0.0.1:8233'];
 
 /** A parsed command line; see {@link parseInvocation}. */
 export function parseCommand(argv: string[], user = 'cli'): Command {
@@ -268,6 +286,26 @@ function command(
         );
       return { ...resolve, fence };
     }
+    case 'codec-server': {
+      none();
+      const converter = values['data-converter'];
+      if (converter === '') throw new UsageError('--data-converter needs a module path', help);
+      const port = values.port === undefined ? DEFAULT_CODEC_PORT : Number(values.port);
+      if (!/^\d+$/.test(values.port ?? '0') || !Number.isSafeInteger(port) || port > 65_535)
+        throw new UsageError('--port must be a port number (0 picks a free one)', help);
+      const host = values.host ?? '127.0.0.1';
+      if (!host.trim()) throw new UsageError('--host needs an address', help);
+      return {
+        name,
+        json,
+        ...(converter === undefined ? {} : { dataConverter: converter }),
+        host,
+        port,
+        corsOrigins: (values['cors-origin'] ?? DEFAULT_CORS_ORIGINS).map((origin) =>
+          corsOrigin(origin, help),
+        ),
+      };
+    }
     case 'purge': {
       none();
       return {
@@ -280,6 +318,27 @@ function command(
     }
   }
   throw new UsageError(`unknown command "${name}"`, HELP.main!);
+}
+
+/**
+ * A browser origin, `scheme://host[:port]`, as the browser sends it in `Origin`. Never `*`: the
+ * server decrypts, and any page the person opens could then read what it decodes.
+ */
+function corsOrigin(value: string, help: string): string {
+  let origin: string | undefined;
+  try {
+    const url = new URL(value.trim());
+    const bare = url.pathname === '/' && !url.search && !url.hash && !url.username;
+    if (bare && (url.protocol === 'http:' || url.protocol === 'https:')) origin = url.origin;
+  } catch {
+    // Not a URL: refused below.
+  }
+  if (origin === undefined)
+    throw new UsageError(
+      `--cors-origin must be the UI's origin, like http://localhost:8233 (scheme, host, port; no path, no *): ${value}`,
+      help,
+    );
+  return origin;
 }
 
 /** `migrate --print-grants ROLE --kind KIND`: both or neither. */
@@ -407,6 +466,9 @@ function parse(args: string[], help: string) {
         force: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
         'data-converter': { type: 'string' },
+        host: { type: 'string' },
+        port: { type: 'string' },
+        'cors-origin': { type: 'string', multiple: true },
         status: { type: 'boolean' },
         connection: { type: 'string' },
         schema: { type: 'string' },

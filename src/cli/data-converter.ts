@@ -9,21 +9,24 @@ import { HELP, UsageError } from './usage.js';
  * object the app gives its Client and Worker. Without it, the CLI cannot read what an
  * encryption codec wrote (`Unknown encoding: binary/encrypted`) and sends verdicts in plain text.
  */
-export async function loadDataConverter(modulePath: string): Promise<DataConverter> {
+export async function loadDataConverter(
+  modulePath: string,
+  help: string = HELP.resolve!,
+): Promise<DataConverter> {
   let loaded: { dataConverter?: unknown; default?: unknown };
   try {
     loaded = await import(pathToFileURL(path.resolve(modulePath)).href);
   } catch (error) {
     throw new UsageError(
       `cannot load the data converter module ${modulePath}: ${(error as Error).message}`,
-      HELP.resolve!,
+      help,
     );
   }
   const converter = loaded.dataConverter ?? loaded.default;
   if (!isDataConverter(converter))
     throw new UsageError(
       `${modulePath} exports no data converter: export const dataConverter = { payloadCodecs: [...] }`,
-      HELP.resolve!,
+      help,
     );
   return converter;
 }

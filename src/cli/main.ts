@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { createInterface } from 'node:readline/promises';
 import { Client, Connection, type DataConverter } from '@temporalio/client';
+import type { PayloadCodec } from '@temporalio/common';
 import pg from 'pg';
 import { InvalidSchemaError, NotUncertainError, SideEffectError } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
@@ -20,6 +21,7 @@ import {
 import { quoteSchema } from '../store/postgres/sql.js';
 import { type ClusterOptions, type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, type GlobalOptions, type Output, parseInvocation } from './args.js';
+import { type CodecServer, startCodecServer } from './codec-server.js';
 import { loadDataConverter } from './data-converter.js';
 import { printKey, printList, printStats } from './format.js';
 import { resolveKey } from './resolve.js';
@@ -100,6 +102,7 @@ export async function main(
     io.out(packageVersion());
     return EXIT.ok;
   }
+  if (command.name === 'codec-server') return serveCodec(command, options, io, env);
   const schema = options.schema ?? env.schema;
   try {
     quoteSchema(schema);
@@ -226,7 +229,7 @@ interface Context {
 }
 
 async function run(
-  command: Exclude<Command, { name: 'help' | 'version' }>,
+  command: Exclude<Command, { name: 'help' | 'version' | 'codec-server' }>,
   ctx: Context,
 ): Promise<number> {
   const { store, print } = ctx;
@@ -407,6 +410,87 @@ async function resolveMany(
   } finally {
     await connection?.close();
   }
+}
+
+/**
+ * `sideeffect codec-server`: the app's payload codecs over Temporal's codec server protocol, so
+ * the Temporal UI shows encrypted payloads decoded and encodes what a person sends (a verdict
+ * through the `resolve` signal). Runs until SIGINT or SIGTERM.
+ */
+async function serveCodec(
+  command: Extract<Command, { name: 'codec-server' }>,
+  options: GlobalOptions,
+  io: { out: (line: string) => void; err: (line: string) => void },
+  env: CliEnvironment,
+): Promise<number> {
+  const fail = (code: string, message: string, exit: number) => {
+    io.err(`sideeffect: ${message}`);
+    if (options.output !== 'text') io.out(JSON.stringify({ error: { code, message } }));
+    return exit;
+  };
+  const modulePath = command.dataConverter ?? env.dataConverterPath;
+  if (!modulePath)
+    return fail(
+      'USAGE',
+      'codec-server needs --data-converter PATH (or SIDEEFFECT_DATA_CONVERTER): the module of your dataConverter',
+      EXIT.usage,
+    );
+  let codecs: PayloadCodec[];
+  try {
+    codecs = (await loadDataConverter(modulePath, HELP['codec-server']!)).payloadCodecs ?? [];
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    return fail(error.code, error.message, EXIT.usage);
+  }
+  if (codecs.length === 0)
+    return fail(
+      'USAGE',
+      `${modulePath}: its data converter has no payloadCodecs, so a codec server has nothing to encode or decode`,
+      EXIT.usage,
+    );
+  let server: CodecServer;
+  try {
+    server = await startCodecServer({
+      codecs,
+      host: command.host,
+      port: command.port,
+      corsOrigins: command.corsOrigins,
+      ...(options.namespace ? { namespace: options.namespace } : {}),
+      log: io.err,
+    });
+  } catch (error) {
+    return fail(
+      'UNAVAILABLE',
+      `cannot listen on ${command.host}:${command.port}: ${(error as Error).message}`,
+      EXIT.unavailable,
+    );
+  }
+  const { url } = server;
+  const print = printer(options.output, io.out);
+  print(
+    [
+      `codec server on ${url}: ${codecs.length} payload codec(s) from ${modulePath}`,
+      `  POST ${url}/encode and ${url}/decode; browser origins allowed: ${command.corsOrigins.join(', ')}${options.namespace ? `; namespace ${options.namespace} only` : ''}`,
+      `Temporal UI: start the dev server with --ui-codec-endpoint ${url}`,
+      `  (a self-hosted UI: TEMPORAL_CODEC_ENDPOINT=${url} or codec.endpoint in its config), or in the`,
+      `  UI: Codec Server (top bar) -> Codec Server browser endpoint ${url}, and pick`,
+      '  "Use my browser setting and ignore Cluster-level setting"',
+      `temporal CLI: temporal workflow show --codec-endpoint ${url} -w <workflow id>`,
+      'Stop with Ctrl-C.',
+    ].join('\n'),
+    {
+      url,
+      codecs: codecs.length,
+      corsOrigins: command.corsOrigins,
+      ...(options.namespace ? { namespace: options.namespace } : {}),
+    },
+  );
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await server.close();
+  return EXIT.ok;
 }
 
 /** A yes/no question on the terminal; anything but y or yes is no. */

@@ -32,6 +32,9 @@ Commands:
   stats                        uncertain backlog, who decides and how fast, from the store
   purge --older-than 30d [--yes] [--force]
                                delete done keys past retention (never uncertain keys or fences)
+  codec-server --data-converter PATH [--port N] [--cors-origin URL]
+                               your payload codecs as a codec server, so the Temporal UI shows
+                               encrypted payloads and encodes the verdicts you send from it
 
 Options everywhere:
   -o, --output text|json|jsonl  text for people (default); json one document; jsonl one object a
@@ -44,8 +47,9 @@ Options everywhere:
                      TEMPORAL_ADDRESS (else 127.0.0.1:7233), TEMPORAL_NAMESPACE (else default),
                      TEMPORAL_PROFILE, with TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_CONFIG_FILE
   --help; sideeffect --version prints the version
-SIDEEFFECT_DATA_CONVERTER (or resolve --data-converter PATH): a module exporting your
-  dataConverter (e.g. an encryption codec), used for everything sent to and read from Temporal
+SIDEEFFECT_DATA_CONVERTER (or --data-converter PATH on resolve and codec-server): a module
+  exporting your dataConverter (e.g. an encryption codec), used for everything sent to and read
+  from Temporal
 Durations (purge, resolve --older-than): 30d, 12h, 1h30m, 45s, "2 days", "1 hour"
 
 Exit codes: 0 done, 1 refused (e.g. already resolved, unknown key, a verdict for an earlier
@@ -114,6 +118,25 @@ decided keys then report "already decided").`,
 From the store: uncertain keys now and the oldest one's age, keys by state, uncertain episodes,
 and for resolved ones who decided (probe:<effect>, cli:<user>, a person), which verdict and
 how long it took from uncertain to verdict.`,
+  'codec-server': `Usage: sideeffect codec-server --data-converter PATH [--port N] [--host H] [--cors-origin URL]... [--namespace NS] [--json]
+
+Serves the payload codecs of your data converter over Temporal's codec server protocol
+(POST /encode and /decode, {"payloads": [...]}), so the Temporal web UI shows what an encryption
+codec wrote (a ReconcileWorkflow's key and reason) and encodes a verdict you send from it as
+your workers would. Runs until Ctrl-C (SIGINT) or SIGTERM.
+  --data-converter PATH  a module exporting \`dataConverter\` (or a default export) with
+                 payloadCodecs (default: SIDEEFFECT_DATA_CONVERTER)
+  --port N       default 8888; 0 picks a free port (the printed URL says which)
+  --host H       the address to listen on, default 127.0.0.1. It decrypts for whoever can reach
+                 it and checks no credentials: keep it on this machine or behind your own auth
+  --cors-origin URL  the browser origin of the UI that may call it (repeatable); default
+                 http://localhost:8233 and http://127.0.0.1:8233, the dev server's UI. Other
+                 origins are refused (403); requests without Origin (the temporal CLI) are served
+  --namespace NS serve only requests whose X-Namespace is NS
+Point the UI at the printed URL: \`temporal server start-dev --ui-codec-endpoint URL\`, a UI
+server's TEMPORAL_CODEC_ENDPOINT, or the UI's Codec Server setting (this browser only);
+the temporal CLI takes --codec-endpoint URL. Bad requests get 400 and
+{"error": {"code", "message"}} (INVALID_JSON, INVALID_REQUEST, INVALID_PAYLOAD, CODEC_FAILED).`,
   purge: `Usage: sideeffect purge --older-than DURATION [--yes] [--force] [--json]
 
 Deletes done keys (and their events) last changed more than DURATION ago, e.g. 30d, 1h30m,

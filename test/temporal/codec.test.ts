@@ -20,10 +20,10 @@ import {
 import { runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
-import { dataConverter, ENCRYPTED } from './codec/data-converter.js';
+import { dataConverter, ENCRYPTED } from '../support/encryption-codec.js';
 import { testBundle, waitFor } from './harness.js';
 
-const CONVERTER_MODULE = fileURLToPath(new URL('./codec/data-converter.ts', import.meta.url));
+const CONVERTER_MODULE = fileURLToPath(new URL('../support/encryption-codec.ts', import.meta.url));
 const CARD = '4111111111111111';
 
 let native: NativeConnection;
