@@ -40,22 +40,32 @@ export interface UiSettings {
   Version: string;
   DisableWriteActions: boolean;
   WorkflowSignalDisabled: boolean;
+  /** The codec server the UI calls (`--ui-codec-endpoint`); empty without one. */
+  Codec: { Endpoint: string };
 }
 
-export async function uiSettings(): Promise<UiSettings> {
-  const response = await fetch(`${TEMPORAL_UI_URL}/api/v1/settings`);
+export async function uiSettings(uiUrl = TEMPORAL_UI_URL): Promise<UiSettings> {
+  const response = await fetch(`${uiUrl}/api/v1/settings`);
   if (!response.ok) throw new Error(`GET /api/v1/settings answered ${response.status}`);
   return (await response.json()) as UiSettings;
 }
 
 /** Workflow ids such as `reconcile/<workflowId>/<step>` hold slashes: the UI takes them encoded. */
-export function workflowUrl(workflowId: string, namespace = TEMPORAL_NAMESPACE): string {
-  return `${TEMPORAL_UI_URL}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+export function workflowUrl(
+  workflowId: string,
+  namespace = TEMPORAL_NAMESPACE,
+  uiUrl = TEMPORAL_UI_URL,
+): string {
+  return `${uiUrl}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(workflowId)}`;
 }
 
 /** Opens the workflow's page and waits until its heading names it (the UI then redirects to the run). */
-export async function openWorkflow(page: Page, workflowId: string): Promise<void> {
-  await page.goto(workflowUrl(workflowId), { timeout: UI_TIMEOUT_MS });
+export async function openWorkflow(
+  page: Page,
+  workflowId: string,
+  uiUrl = TEMPORAL_UI_URL,
+): Promise<void> {
+  await page.goto(workflowUrl(workflowId, TEMPORAL_NAMESPACE, uiUrl), { timeout: UI_TIMEOUT_MS });
   const heading = page
     .getByTestId('workflow-id-heading')
     .filter({ visible: true })

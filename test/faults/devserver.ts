@@ -10,12 +10,20 @@ import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES, temporalCliPath } from '../support/temporal.js';
 import { freePort } from './proxy.js';
 
+/** With `ui`, the server also serves its web UI on that port (else headless), pointed at a codec server if given. */
+export interface OwnTemporalOptions {
+  ui?: { port: number; codecEndpoint?: string };
+}
+
 export class OwnTemporal {
   #child: ChildProcess | undefined;
   #exited: Promise<void> | undefined;
   #ports: { grpc: number; ui: number; http: number; metrics: number } | undefined;
 
-  constructor(readonly dir: string) {}
+  constructor(
+    readonly dir: string,
+    readonly options: OwnTemporalOptions = {},
+  ) {}
 
   get address(): string {
     if (!this.#ports) throw new Error('not started');
@@ -25,7 +33,7 @@ export class OwnTemporal {
   async start(): Promise<void> {
     this.#ports ??= {
       grpc: await freePort(),
-      ui: await freePort(),
+      ui: this.options.ui?.port ?? (await freePort()),
       http: await freePort(),
       metrics: await freePort(),
     };
@@ -46,7 +54,11 @@ export class OwnTemporal {
         String(http),
         '--metrics-port',
         String(metrics),
-        '--headless',
+        ...(this.options.ui
+          ? this.options.ui.codecEndpoint
+            ? ['--ui-codec-endpoint', this.options.ui.codecEndpoint]
+            : []
+          : ['--headless']),
         '--db-filename',
         path.join(this.dir, 'faults.sqlite'),
         '--namespace',

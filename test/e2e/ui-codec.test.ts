@@ -1,0 +1,321 @@
+/**
+ * A verdict from the Temporal web UI when the app encrypts its payloads. A dev server of this
+ * file's own (its UI started with `--ui-codec-endpoint`) points at `sideeffect codec-server`, run
+ * as a person runs it, with the AES-GCM codec of test/support/encryption-codec.ts; a worker with
+ * that codec and the plugin makes a key uncertain. In headless Chromium the person opens the
+ * ReconcileWorkflow: the UI decodes its input through the codec server (the card number shows,
+ * while the stored history holds only `binary/encrypted`), and the `resolve` signal typed into
+ * the form goes through the codec server's /encode, so the server stores it encrypted too. The
+ * verdict decides the key in the store and the waiting order completes with it.
+ *
+ * Needs: the `temporal` CLI (its own dev server on free ports), Postgres, /usr/bin/chromium.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineEffect } from '../../src/activities/index.js';
+import { decodeJson } from '../../src/core/index.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
+import {
+  type ReconcileResolution,
+  reconcileWorkflowId,
+  type SideEffectOutcome,
+  statusQuery,
+} from '../../src/workflows/index.js';
+import { OwnTemporal } from '../faults/devserver.js';
+import { freePort } from '../faults/proxy.js';
+import { dataConverter, ENCRYPTED } from '../support/encryption-codec.js';
+import { type FreshSchema, freshSchema } from '../support/postgres.js';
+import { REPO_ROOT, TEMPORAL_NAMESPACE, temporalCliPath } from '../support/temporal.js';
+import { testBundle, waitFor } from '../temporal/harness.js';
+import {
+  chooseSignal,
+  launchChromium,
+  openSignalForm,
+  openWorkflow,
+  pasteSignalInput,
+  screenshot,
+  submitSignal,
+  UI_TIMEOUT_MS,
+  uiSettings,
+} from './temporal-ui.js';
+
+const CONVERTER_MODULE = fileURLToPath(new URL('../support/encryption-codec.ts', import.meta.url));
+const CARD = '4111111111111111';
+const exec = promisify(execFile);
+
+/** A payload and the events of `temporal workflow show -o json`, as far as the test reads them. */
+interface ShownPayload {
+  metadata: { encoding: string };
+  data: string;
+}
+interface ShownEvent {
+  workflowExecutionStartedEventAttributes?: { input: { payloads: ShownPayload[] } };
+  workflowExecutionSignaledEventAttributes?: {
+    signalName: string;
+    input: { payloads: ShownPayload[] };
+  };
+}
+
+type Event = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory']>>['events']>[number];
+
+function encodingOf(event: Event): string[] {
+  return (event.workflowExecutionSignaledEventAttributes?.input?.payloads ?? []).map((payload) =>
+    new TextDecoder().decode(payload.metadata?.encoding ?? new Uint8Array()),
+  );
+}
+
+/** `sideeffect codec-server ... -o jsonl` as a person starts it; resolves to its URL once it listens. */
+async function startCodecServer(
+  args: string[],
+): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
+  const child = spawn(
+    process.execPath,
+    [path.join(REPO_ROOT, 'bin/sideeffect.js'), 'codec-server', ...args],
+    { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const lines = createInterface({ input: child.stdout! });
+  const url = await new Promise<string>((resolve, reject) => {
+    lines.once('line', (line) => {
+      try {
+        resolve((JSON.parse(line) as { url: string }).url);
+      } catch (error) {
+        reject(error);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`codec-server exited ${code}: ${stderr}`)));
+  });
+  return { child, url, stderr: () => stderr };
+}
+
+describe('a verdict from the Temporal UI through sideeffect codec-server', () => {
+  let dir: string;
+  let temporal: OwnTemporal;
+  let codec: Awaited<ReturnType<typeof startCodecServer>>;
+  let uiUrl: string;
+  let db: FreshSchema;
+  let connection: Connection;
+  let native: NativeConnection;
+  let browser: Browser;
+  const started: WorkflowHandle[] = [];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'sideeffect-ui-codec-'));
+    const uiPort = await freePort();
+    // The browser loads the UI from here: the one origin the codec server lets in.
+    uiUrl = `http://localhost:${uiPort}`;
+    codec = await startCodecServer([
+      '--data-converter',
+      CONVERTER_MODULE,
+      '--port',
+      '0',
+      '--cors-origin',
+      uiUrl,
+      '-o',
+      'jsonl',
+    ]);
+    temporal = new OwnTemporal(dir, { ui: { port: uiPort, codecEndpoint: codec.url } });
+    [db] = await Promise.all([freshSchema('ui_codec'), temporal.start()]);
+    db.pool.on('error', () => {});
+    await migrate(db.pool, { schema: db.schema });
+    [connection, native, browser] = await Promise.all([
+      Connection.connect({ address: temporal.address }),
+      NativeConnection.connect({ address: temporal.address }),
+      launchChromium(),
+    ]);
+  });
+
+  afterAll(async () => {
+    for (const handle of started) await handle.terminate('test file finished').catch(() => {});
+    await browser?.close().catch(() => {});
+    await native?.close().catch(() => {});
+    await connection?.close().catch(() => {});
+    await temporal?.stop();
+    if (codec?.child.exitCode === null) codec.child.kill('SIGKILL');
+    await db?.drop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('the UI shows the decoded input and its resolve signal is encoded, stored encrypted and decides the key', async () => {
+    const settings = await waitFor(
+      () => uiSettings(uiUrl).catch(() => undefined),
+      'the dev server UI to answer',
+      UI_TIMEOUT_MS,
+    );
+    expect(settings.Codec.Endpoint).toBe(codec.url);
+    expect(settings.DisableWriteActions || settings.WorkflowSignalDisabled).toBe(false);
+
+    const store = new PgStore({ pool: db.pool, schema: db.schema });
+    const lost = defineEffect({
+      resource: () => 'ui-codec-account',
+      async apply() {
+        throw new Error('connection reset after the charge');
+      },
+    });
+    const taskQueue = `ui-codec-${process.pid}`;
+    const worker = await Worker.create({
+      connection: native,
+      namespace: TEMPORAL_NAMESPACE,
+      taskQueue,
+      workflowBundle: await testBundle(),
+      dataConverter,
+      plugins: [new SideEffectPlugin({ store, effects: { lost }, ttlMs: 2_000, sweepEveryMs: 0 })],
+    });
+    const app = new Client({ connection, namespace: TEMPORAL_NAMESPACE, dataConverter });
+    const raw = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+    const workflowId = `${taskQueue}-order`;
+    const key = `${workflowId}/lost`;
+
+    await worker.runUntil(async () => {
+      const order = await app.workflow.start('guarded', {
+        taskQueue,
+        workflowId,
+        args: ['lost', { card: CARD, cents: 500 }],
+      });
+      started.push(order);
+      const reconcile = app.workflow.getHandle<() => Promise<ReconcileResolution>>(
+        reconcileWorkflowId(key),
+      );
+      started.push(reconcile);
+      await waitFor(
+        async () =>
+          (await reconcile.query(statusQuery).catch(() => undefined))?.subscribers.length === 1 ||
+          undefined,
+        'the order to subscribe to its reconcile',
+        60_000,
+      );
+      expect((await store.inspect(key))?.state).toBe('uncertain');
+      const stored = (await raw.workflow.getHandle(reconcile.workflowId).fetchHistory()).events!;
+      expect(JSON.stringify(stored)).not.toContain(CARD);
+
+      // What the browser asks of the codec server, by endpoint.
+      const calls: string[] = [];
+      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+      page.on('request', (request) => {
+        if (request.url().startsWith(codec.url))
+          calls.push(`${request.method()} ${new URL(request.url()).pathname}`);
+      });
+      let listed: string | undefined;
+      const verdict = {
+        applied: true,
+        result: 'charged',
+        reason: 'seen at the bank',
+        by: 'ui-codec-test',
+      };
+      try {
+        await openWorkflow(page, reconcile.workflowId, uiUrl);
+        // The input (with the order's card number) is only readable decrypted.
+        await page.waitForFunction(
+          (card) =>
+            (
+              globalThis as unknown as { document: { body: { innerText: string } } }
+            ).document.body.innerText.includes(card),
+          CARD,
+          { timeout: UI_TIMEOUT_MS },
+        );
+        await screenshot(page, 'ui-codec-decoded.png');
+        const dialog = await openSignalForm(page);
+        listed = await chooseSignal(dialog, 'resolve');
+        // Indented as the UI formats it: a single line is reformatted on the Submit click,
+        // which then does not submit (see submitSignal).
+        await pasteSignalInput(dialog, JSON.stringify(verdict, null, 2));
+        await submitSignal(page, dialog);
+      } catch (error) {
+        const file = await screenshot(page, 'ui-codec-failure.png').catch(() => 'none');
+        throw new Error(`driving the UI failed (screenshot: ${file}; codec calls: ${calls})`, {
+          cause: error,
+        });
+      } finally {
+        await page.close();
+      }
+      expect(calls).toContain('POST /decode');
+      expect(calls).toContain('POST /encode');
+      // The signal list comes from a query answered through the codec too.
+      expect(listed).toMatch(/^resolve\s+Decide this uncertain key/);
+
+      expect(await reconcile.result()).toMatchObject({
+        key,
+        applied: true,
+        result: 'charged',
+        reason: 'seen at the bank',
+        by: 'ui-codec-test',
+        decidedBy: 'signal',
+      });
+      expect((await order.result()) as SideEffectOutcome<unknown>).toEqual({
+        outcome: 'reconciled',
+        result: 'charged',
+        key,
+      });
+      const history = (await raw.workflow.getHandle(reconcile.workflowId).fetchHistory()).events!;
+      const resolves = history.filter(
+        (event) => event.workflowExecutionSignaledEventAttributes?.signalName === 'resolve',
+      );
+      expect(resolves).toHaveLength(1);
+      expect(encodingOf(resolves[0]!)).toEqual([ENCRYPTED]);
+      expect(JSON.stringify(history)).not.toContain('seen at the bank');
+
+      // The temporal CLI reads the same history through the same codec server.
+      const { stdout } = await exec(temporalCliPath(), [
+        'workflow',
+        'show',
+        '--address',
+        temporal.address,
+        '--namespace',
+        TEMPORAL_NAMESPACE,
+        '--codec-endpoint',
+        codec.url,
+        '-w',
+        reconcile.workflowId,
+        '-o',
+        'json',
+      ]);
+      const shown = (JSON.parse(stdout) as { events: ShownEvent[] }).events;
+      const plain = (payloads: ShownPayload[] | undefined) =>
+        (payloads ?? []).map(({ metadata, data }) => ({
+          encoding: Buffer.from(metadata.encoding, 'base64').toString(),
+          data: JSON.parse(Buffer.from(data, 'base64').toString()) as unknown,
+        }));
+      expect(plain(shown[0]!.workflowExecutionStartedEventAttributes?.input.payloads)).toEqual([
+        {
+          encoding: 'json/plain',
+          data: expect.objectContaining({ key, input: { card: CARD, cents: 500 } }),
+        },
+      ]);
+      const signaled = shown.find(
+        (event) => event.workflowExecutionSignaledEventAttributes?.signalName === 'resolve',
+      );
+      expect(plain(signaled?.workflowExecutionSignaledEventAttributes?.input.payloads)).toEqual([
+        { encoding: 'json/plain', data: verdict },
+      ]);
+    });
+
+    const record = await store.inspect(key);
+    expect(record?.state).toBe('done');
+    expect(decodeJson(record!.result!)).toBe('charged');
+    expect((await store.events(key)).at(-1)).toMatchObject({
+      from: 'uncertain',
+      to: 'done',
+      reason: 'seen at the bank',
+      actor: 'ui-codec-test',
+    });
+
+    // Ctrl-C / SIGTERM stops the codec server cleanly.
+    const exited = new Promise<number | null>((resolve) => codec.child.once('exit', resolve));
+    codec.child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(codec.stderr()).not.toContain('refused');
+  }, 300_000);
+});
