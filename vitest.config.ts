@@ -11,6 +11,7 @@ const unit = [
   'test/core/**/*.test.ts',
   'test/store/memory.test.ts',
   'test/cli/args.test.ts',
+  'test/cli/codec-server.test.ts',
   'test/docs/**/*.test.ts',
 ];
 

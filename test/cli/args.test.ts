@@ -113,6 +113,36 @@ describe('sideeffect command line', () => {
     expect(parseCommand(['stats', '--json'])).toEqual({ name: 'stats', json: true });
   });
 
+  it('parses codec-server: the dev server UI allowed by default, origins normalized', () => {
+    expect(parseCommand(['codec-server', '--data-converter', 'dc.js'])).toEqual({
+      name: 'codec-server',
+      json: false,
+      dataConverter: 'dc.js',
+      host: '127.0.0.1',
+      port: 8888,
+      corsOrigins: ['http://localhost:8233', 'http://127.0.0.1:8233'],
+    });
+    expect(
+      parseCommand([
+        'codec-server',
+        '--port',
+        '0',
+        '--host',
+        '0.0.0.0',
+        '--cors-origin',
+        'https://cloud.temporal.io/',
+        '--cors-origin',
+        'HTTP://UI.example:8080',
+      ]),
+    ).toEqual({
+      name: 'codec-server',
+      json: false,
+      host: '0.0.0.0',
+      port: 0,
+      corsOrigins: ['https://cloud.temporal.io', 'http://ui.example:8080'],
+    });
+  });
+
   it('reads durations as the library does: 1h30m, "2 days", 45s', () => {
     for (const [text, ms] of [
       ['1h30m', 5_400_000],
@@ -165,7 +195,7 @@ describe('sideeffect command line', () => {
   it('answers --help everywhere', () => {
     expect(parseCommand([])).toEqual({ name: 'help', topic: 'main' });
     expect(parseCommand(['--help'])).toEqual({ name: 'help', topic: 'main' });
-    for (const name of ['migrate', 'list', 'show', 'resolve', 'stats', 'purge']) {
+    for (const name of ['migrate', 'list', 'show', 'resolve', 'stats', 'purge', 'codec-server']) {
       expect(parseCommand([name, '--help'])).toEqual({ name: 'help', topic: name });
     }
   });
@@ -233,6 +263,18 @@ describe('sideeffect command line', () => {
     [['list', '--json', '-o', 'text'], /--json is -o json/],
     [['list', '--schema', ''], /--schema needs a value/],
     [['purge', '--older-than', '0d'], /more than zero/],
+    [['codec-server', '--port', '65536'], /--port must be a port number/],
+    [['codec-server', '--port', '-1'], /--port must be a port number/],
+    [['codec-server', '--port', '88a'], /--port must be a port number/],
+    [['codec-server', '--data-converter', ''], /--data-converter needs a module path/],
+    [['codec-server', '--cors-origin', '*'], /--cors-origin must be the UI's origin/],
+    [['codec-server', '--cors-origin', 'localhost:8233'], /--cors-origin must be the UI's origin/],
+    [
+      ['codec-server', '--cors-origin', 'http://localhost:8233/namespaces'],
+      /--cors-origin must be the UI's origin/,
+    ],
+    [['codec-server', 'extra'], /unexpected argument "extra"/],
+    [['codec-server', '--reason', 'x'], /codec-server does not take --reason/],
   ];
   it.each(bad)('refuses %j', (argv, message) => {
     let thrown: unknown;

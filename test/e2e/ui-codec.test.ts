@@ -218,14 +218,7 @@ describe('a verdict from the Temporal UI through sideeffect codec-server', () =>
       try {
         await openWorkflow(page, reconcile.workflowId, uiUrl);
         // The input (with the order's card number) is only readable decrypted.
-        await page.waitForFunction(
-          (card) =>
-            (
-              globalThis as unknown as { document: { body: { innerText: string } } }
-            ).document.body.innerText.includes(card),
-          CARD,
-          { timeout: UI_TIMEOUT_MS },
-        );
+        await page.getByText(CARD).first().waitFor({ timeout: UI_TIMEOUT_MS });
         await screenshot(page, 'ui-codec-decoded.png');
         const dialog = await openSignalForm(page);
         listed = await chooseSignal(dialog, 'resolve');

@@ -18,9 +18,9 @@ import {
   statusQuery,
 } from '../../src/workflows/index.js';
 import { runCli } from '../support/cli.js';
+import { dataConverter, ENCRYPTED } from '../support/encryption-codec.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
-import { dataConverter, ENCRYPTED } from '../support/encryption-codec.js';
 import { testBundle, waitFor } from './harness.js';
 
 const CONVERTER_MODULE = fileURLToPath(new URL('../support/encryption-codec.ts', import.meta.url));
