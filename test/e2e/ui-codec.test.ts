@@ -8,6 +8,11 @@
  * the form goes through the codec server's /encode, so the server stores it encrypted too. The
  * verdict decides the key in the store and the waiting order completes with it.
  *
+ * Then what happens without a codec server (the shared dev server's UI has none): the input
+ * shows as ciphertext, the UI cannot list the workflow's signals (their query answer is
+ * encrypted), and the `resolve` signal goes out as `json/plain`: it decides only because the
+ * codec passes payloads it did not encrypt through, and it stays unencrypted in the history.
+ *
  * Needs: the `temporal` CLI (its own dev server on free ports), Postgres, /usr/bin/chromium.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
@@ -19,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { decodeJson } from '../../src/core/index.js';
@@ -35,7 +40,14 @@ import { OwnTemporal } from '../faults/devserver.js';
 import { freePort } from '../faults/proxy.js';
 import { dataConverter, ENCRYPTED } from '../support/encryption-codec.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
-import { REPO_ROOT, TEMPORAL_NAMESPACE, temporalCliPath } from '../support/temporal.js';
+import {
+  REPO_ROOT,
+  TEMPORAL_ADDRESS,
+  TEMPORAL_NAMESPACE,
+  TEMPORAL_UI_URL,
+  temporalCliPath,
+  uniqueTaskQueue,
+} from '../support/temporal.js';
 import { testBundle, waitFor } from '../temporal/harness.js';
 import {
   chooseSignal,
@@ -101,16 +113,31 @@ async function startCodecServer(
   return { child, url, stderr: () => stderr };
 }
 
-describe('a verdict from the Temporal UI through sideeffect codec-server', () => {
+interface Uncertain {
+  order: WorkflowHandle;
+  reconcile: WorkflowHandle<() => Promise<ReconcileResolution>>;
+  key: string;
+  /** A client without the codec: what the server stores. */
+  raw: Client;
+  store: PgStore;
+}
+
+const VERDICT = {
+  applied: true,
+  result: 'charged',
+  reason: 'seen at the bank',
+  by: 'ui-codec-test',
+};
+
+describe('a verdict from the Temporal UI with an encryption codec', () => {
   let dir: string;
   let temporal: OwnTemporal;
   let codec: Awaited<ReturnType<typeof startCodecServer>>;
   let uiUrl: string;
   let db: FreshSchema;
-  let connection: Connection;
-  let native: NativeConnection;
   let browser: Browser;
   const started: WorkflowHandle[] = [];
+  const connections: Array<{ close(): Promise<void> }> = [];
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'sideeffect-ui-codec-'));
@@ -128,36 +155,38 @@ describe('a verdict from the Temporal UI through sideeffect codec-server', () =>
       'jsonl',
     ]);
     temporal = new OwnTemporal(dir, { ui: { port: uiPort, codecEndpoint: codec.url } });
-    [db] = await Promise.all([freshSchema('ui_codec'), temporal.start()]);
-    db.pool.on('error', () => {});
-    await migrate(db.pool, { schema: db.schema });
-    [connection, native, browser] = await Promise.all([
-      Connection.connect({ address: temporal.address }),
-      NativeConnection.connect({ address: temporal.address }),
+    [db, , browser] = await Promise.all([
+      freshSchema('ui_codec'),
+      temporal.start(),
       launchChromium(),
     ]);
+    db.pool.on('error', () => {});
+    await migrate(db.pool, { schema: db.schema });
   });
 
   afterAll(async () => {
     for (const handle of started) await handle.terminate('test file finished').catch(() => {});
     await browser?.close().catch(() => {});
-    await native?.close().catch(() => {});
-    await connection?.close().catch(() => {});
+    for (const connection of connections) await connection.close().catch(() => {});
     await temporal?.stop();
     if (codec?.child.exitCode === null) codec.child.kill('SIGKILL');
     await db?.drop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('the UI shows the decoded input and its resolve signal is encoded, stored encrypted and decides the key', async () => {
-    const settings = await waitFor(
-      () => uiSettings(uiUrl).catch(() => undefined),
-      'the dev server UI to answer',
-      UI_TIMEOUT_MS,
-    );
-    expect(settings.Codec.Endpoint).toBe(codec.url);
-    expect(settings.DisableWriteActions || settings.WorkflowSignalDisabled).toBe(false);
-
+  /**
+   * A worker with the codec and the plugin on the server at `address`; an order whose charge
+   * ended uncertain, waiting on its ReconcileWorkflow; `body` runs while the worker runs.
+   */
+  async function withUncertainOrder(
+    address: string,
+    body: (uncertain: Uncertain) => Promise<void>,
+  ): Promise<void> {
+    const [connection, native] = await Promise.all([
+      Connection.connect({ address }),
+      NativeConnection.connect({ address }),
+    ]);
+    connections.push(connection, native);
     const store = new PgStore({ pool: db.pool, schema: db.schema });
     const lost = defineEffect({
       resource: () => 'ui-codec-account',
@@ -165,7 +194,7 @@ describe('a verdict from the Temporal UI through sideeffect codec-server', () =>
         throw new Error('connection reset after the charge');
       },
     });
-    const taskQueue = `ui-codec-${process.pid}`;
+    const taskQueue = uniqueTaskQueue('ui-codec');
     const worker = await Worker.create({
       connection: native,
       namespace: TEMPORAL_NAMESPACE,
@@ -178,7 +207,6 @@ describe('a verdict from the Temporal UI through sideeffect codec-server', () =>
     const raw = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
     const workflowId = `${taskQueue}-order`;
     const key = `${workflowId}/lost`;
-
     await worker.runUntil(async () => {
       const order = await app.workflow.start('guarded', {
         taskQueue,
@@ -200,65 +228,98 @@ describe('a verdict from the Temporal UI through sideeffect codec-server', () =>
       expect((await store.inspect(key))?.state).toBe('uncertain');
       const stored = (await raw.workflow.getHandle(reconcile.workflowId).fetchHistory()).events!;
       expect(JSON.stringify(stored)).not.toContain(CARD);
+      await body({ order, reconcile, key, raw, store });
+    });
+  }
 
-      // What the browser asks of the codec server, by endpoint.
-      const calls: string[] = [];
-      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-      page.on('request', (request) => {
-        if (request.url().startsWith(codec.url))
-          calls.push(`${request.method()} ${new URL(request.url()).pathname}`);
+  /**
+   * In the UI at `ui`: opens the ReconcileWorkflow, runs `look` on its page, then More Actions ->
+   * Send a Signal -> `resolve`, pastes the verdict laid out as the UI formats it (a single line
+   * is reformatted on the Submit click, which then does not submit: see submitSignal) and
+   * submits once. Returns the signal's entry in the UI's list and the codec server calls made.
+   */
+  async function verdictFromUi(
+    ui: string,
+    workflowId: string,
+    look: (page: Page) => Promise<void>,
+  ): Promise<{ listed: string | undefined; calls: string[] }> {
+    const calls: string[] = [];
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.on('request', (request) => {
+      if (request.url().startsWith(codec.url))
+        calls.push(`${request.method()} ${new URL(request.url()).pathname}`);
+    });
+    try {
+      await openWorkflow(page, workflowId, ui);
+      await look(page);
+      const dialog = await openSignalForm(page);
+      const listed = await chooseSignal(dialog, 'resolve');
+      await pasteSignalInput(dialog, JSON.stringify(VERDICT, null, 2));
+      await submitSignal(page, dialog);
+      return { listed, calls };
+    } catch (error) {
+      const file = await screenshot(page, 'ui-codec-failure.png').catch(() => 'none');
+      throw new Error(`driving the UI failed (screenshot: ${file}; codec calls: ${calls})`, {
+        cause: error,
       });
-      let listed: string | undefined;
-      const verdict = {
-        applied: true,
-        result: 'charged',
-        reason: 'seen at the bank',
-        by: 'ui-codec-test',
-      };
-      try {
-        await openWorkflow(page, reconcile.workflowId, uiUrl);
-        // The input (with the order's card number) is only readable decrypted.
-        await page.getByText(CARD).first().waitFor({ timeout: UI_TIMEOUT_MS });
-        await screenshot(page, 'ui-codec-decoded.png');
-        const dialog = await openSignalForm(page);
-        listed = await chooseSignal(dialog, 'resolve');
-        // Indented as the UI formats it: a single line is reformatted on the Submit click,
-        // which then does not submit (see submitSignal).
-        await pasteSignalInput(dialog, JSON.stringify(verdict, null, 2));
-        await submitSignal(page, dialog);
-      } catch (error) {
-        const file = await screenshot(page, 'ui-codec-failure.png').catch(() => 'none');
-        throw new Error(`driving the UI failed (screenshot: ${file}; codec calls: ${calls})`, {
-          cause: error,
-        });
-      } finally {
-        await page.close();
-      }
+    } finally {
+      await page.close();
+    }
+  }
+
+  /** The verdict decided the key: the reconcile returns it, the order gets it, the store says done. */
+  async function expectDecided({ order, reconcile, key, store }: Uncertain): Promise<void> {
+    expect(await reconcile.result()).toMatchObject({ key, ...VERDICT, decidedBy: 'signal' });
+    expect((await order.result()) as SideEffectOutcome<unknown>).toEqual({
+      outcome: 'reconciled',
+      result: 'charged',
+      key,
+    });
+    const record = await store.inspect(key);
+    expect(record?.state).toBe('done');
+    expect(decodeJson(record!.result!)).toBe('charged');
+    expect((await store.events(key)).at(-1)).toMatchObject({
+      from: 'uncertain',
+      to: 'done',
+      reason: 'seen at the bank',
+      actor: 'ui-codec-test',
+    });
+  }
+
+  async function resolveSignals({ raw, reconcile }: Uncertain): Promise<Event[]> {
+    const history = (await raw.workflow.getHandle(reconcile.workflowId).fetchHistory()).events!;
+    return history.filter(
+      (event) => event.workflowExecutionSignaledEventAttributes?.signalName === 'resolve',
+    );
+  }
+
+  it('through the codec server the UI shows the decoded input and sends the verdict encrypted', async () => {
+    const settings = await waitFor(
+      () => uiSettings(uiUrl).catch(() => undefined),
+      'the dev server UI to answer',
+      UI_TIMEOUT_MS,
+    );
+    expect(settings.Codec.Endpoint).toBe(codec.url);
+    expect(settings.DisableWriteActions || settings.WorkflowSignalDisabled).toBe(false);
+
+    await withUncertainOrder(temporal.address, async (uncertain) => {
+      const { listed, calls } = await verdictFromUi(
+        uiUrl,
+        uncertain.reconcile.workflowId,
+        async (page) => {
+          // The input (with the order's card number) is only readable decrypted.
+          await page.getByText(CARD).first().waitFor({ timeout: UI_TIMEOUT_MS });
+          await screenshot(page, 'ui-codec-decoded.png');
+        },
+      );
       expect(calls).toContain('POST /decode');
       expect(calls).toContain('POST /encode');
       // The signal list comes from a query answered through the codec too.
       expect(listed).toMatch(/^resolve\s+Decide this uncertain key/);
-
-      expect(await reconcile.result()).toMatchObject({
-        key,
-        applied: true,
-        result: 'charged',
-        reason: 'seen at the bank',
-        by: 'ui-codec-test',
-        decidedBy: 'signal',
-      });
-      expect((await order.result()) as SideEffectOutcome<unknown>).toEqual({
-        outcome: 'reconciled',
-        result: 'charged',
-        key,
-      });
-      const history = (await raw.workflow.getHandle(reconcile.workflowId).fetchHistory()).events!;
-      const resolves = history.filter(
-        (event) => event.workflowExecutionSignaledEventAttributes?.signalName === 'resolve',
-      );
-      expect(resolves).toHaveLength(1);
-      expect(encodingOf(resolves[0]!)).toEqual([ENCRYPTED]);
-      expect(JSON.stringify(history)).not.toContain('seen at the bank');
+      await expectDecided(uncertain);
+      const resolves = await resolveSignals(uncertain);
+      expect(resolves.map(encodingOf)).toEqual([[ENCRYPTED]]);
+      expect(JSON.stringify(resolves)).not.toContain('seen at the bank');
 
       // The temporal CLI reads the same history through the same codec server.
       const { stdout } = await exec(temporalCliPath(), [
@@ -271,7 +332,7 @@ describe('a verdict from the Temporal UI through sideeffect codec-server', () =>
         '--codec-endpoint',
         codec.url,
         '-w',
-        reconcile.workflowId,
+        uncertain.reconcile.workflowId,
         '-o',
         'json',
       ]);
@@ -284,31 +345,59 @@ describe('a verdict from the Temporal UI through sideeffect codec-server', () =>
       expect(plain(shown[0]!.workflowExecutionStartedEventAttributes?.input.payloads)).toEqual([
         {
           encoding: 'json/plain',
-          data: expect.objectContaining({ key, input: { card: CARD, cents: 500 } }),
+          data: expect.objectContaining({
+            key: uncertain.key,
+            input: { card: CARD, cents: 500 },
+          }),
         },
       ]);
       const signaled = shown.find(
         (event) => event.workflowExecutionSignaledEventAttributes?.signalName === 'resolve',
       );
       expect(plain(signaled?.workflowExecutionSignaledEventAttributes?.input.payloads)).toEqual([
-        { encoding: 'json/plain', data: verdict },
+        { encoding: 'json/plain', data: VERDICT },
       ]);
     });
 
-    const record = await store.inspect(key);
-    expect(record?.state).toBe('done');
-    expect(decodeJson(record!.result!)).toBe('charged');
-    expect((await store.events(key)).at(-1)).toMatchObject({
-      from: 'uncertain',
-      to: 'done',
-      reason: 'seen at the bank',
-      actor: 'ui-codec-test',
-    });
-
-    // Ctrl-C / SIGTERM stops the codec server cleanly.
+    // Ctrl-C / SIGTERM stops the codec server cleanly; the UI's requests were all served.
     const exited = new Promise<number | null>((resolve) => codec.child.once('exit', resolve));
     codec.child.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(codec.stderr()).not.toContain('refused');
+  }, 300_000);
+
+  it('without a codec server the UI cannot read the input and sends the verdict in plain JSON', async () => {
+    // The shared dev server's UI, started without --ui-codec-endpoint.
+    const settings = await uiSettings();
+    expect(settings.Codec.Endpoint).toBe('');
+    await withUncertainOrder(TEMPORAL_ADDRESS, async (uncertain) => {
+      const [started] = (
+        await uncertain.raw.workflow.getHandle(uncertain.reconcile.workflowId).fetchHistory()
+      ).events!;
+      const [input] = started!.workflowExecutionStartedEventAttributes!.input!.payloads!;
+      const ciphertext = Buffer.from(input!.data!).toString('base64');
+      let cardShown = -1;
+      const { listed } = await verdictFromUi(
+        TEMPORAL_UI_URL,
+        uncertain.reconcile.workflowId,
+        async (page) => {
+          // The input shows as the ciphertext's base64.
+          await page.getByText(ciphertext.slice(0, 24)).first().waitFor({ timeout: UI_TIMEOUT_MS });
+          await screenshot(page, 'ui-codec-none.png');
+          cardShown = await page.getByText(CARD).count();
+        },
+      );
+      expect(cardShown).toBe(0);
+      // The signal list comes from a query whose answer is encrypted: the UI cannot list them,
+      // and `resolve` is typed under "Custom".
+      expect(listed).toBeUndefined();
+      // The codec decodes only `binary/encrypted` and passes the UI's json/plain through, so
+      // the verdict decides, but it sits unencrypted in the history.
+      await expectDecided(uncertain);
+      const resolves = await resolveSignals(uncertain);
+      expect(resolves.map(encodingOf)).toEqual([['json/plain']]);
+      const [payload] = resolves[0]!.workflowExecutionSignaledEventAttributes!.input!.payloads!;
+      expect(JSON.parse(Buffer.from(payload!.data!).toString())).toEqual(VERDICT);
+    });
   }, 300_000);
 });
