@@ -471,11 +471,12 @@ async function serveCodec(
     [
       `codec server on ${url}: ${codecs.length} payload codec(s) from ${modulePath}`,
       `  POST ${url}/encode and ${url}/decode; browser origins allowed: ${command.corsOrigins.join(', ')}${options.namespace ? `; namespace ${options.namespace} only` : ''}`,
-      `Temporal UI: start the dev server with --ui-codec-endpoint ${url}`,
-      `  (a self-hosted UI: TEMPORAL_CODEC_ENDPOINT=${url} or codec.endpoint in its config), or in the`,
-      `  UI: Codec Server (top bar) -> Codec Server browser endpoint ${url}, and pick`,
-      '  "Use my browser setting and ignore Cluster-level setting"',
-      `temporal CLI: temporal workflow show --codec-endpoint ${url} -w <workflow id>`,
+      'Point the Temporal UI at it, one of:',
+      `  temporal server start-dev --ui-codec-endpoint ${url}`,
+      `  a UI server: TEMPORAL_CODEC_ENDPOINT=${url} (or codec.endpoint in its config)`,
+      `  this browser only: the UI's Codec Server icon (top bar) -> browser endpoint ${url},`,
+      '    "Use my browser setting and ignore Cluster-level setting"',
+      `The temporal CLI: temporal workflow show --codec-endpoint ${url} -w <workflow id>`,
       'Stop with Ctrl-C.',
     ].join('\n'),
     {
