@@ -7,21 +7,14 @@
  * require() the ESM-only package.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { codeBlocks } from '../docs/blocks.js';
+import { installApp, packLibrary, sdkDependencies } from '../support/packed-app.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { REPO_ROOT, TEMPORAL_ADDRESS, uniqueTaskQueue } from '../support/temporal.js';
 import { waitFor } from '../temporal/harness.js';
@@ -40,50 +33,8 @@ let db: FreshSchema;
 
 beforeAll(async () => {
   db = await freshSchema('packaging');
-  mkdirSync(APP, { recursive: true });
-  // Packed from a copy, so `prepack` never cleans the work tree's dist/ under another test.
-  const staging = path.join(REPO_ROOT, 'test-output/packaging/staging');
-  rmSync(staging, { recursive: true, force: true });
-  for (const entry of [
-    'package.json',
-    'README.md',
-    'LICENSE',
-    'CHANGELOG.md',
-    'bin',
-    'src',
-    'docs',
-  ])
-    cpSync(path.join(REPO_ROOT, entry), path.join(staging, entry), { recursive: true });
-  for (const entry of ['tsconfig.json', 'tsconfig.build.json'])
-    cpSync(path.join(REPO_ROOT, entry), path.join(staging, entry));
-  symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(staging, 'node_modules'));
-  const packed = await run('npm', ['pack', '--json', '--pack-destination', APP], {
-    cwd: staging,
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  const [{ filename }] = JSON.parse(packed.stdout) as [{ filename: string }];
-  const sdk = Object.fromEntries(
-    ['activity', 'client', 'common', 'envconfig', 'worker', 'workflow'].map((name) => [
-      `@temporalio/${name}`,
-      APP_SDK,
-    ]),
-  );
-  writeFileSync(
-    path.join(APP, 'package.json'),
-    JSON.stringify({
-      name: 'scratch-app',
-      private: true,
-      type: 'module',
-      dependencies: { ...sdk, pg: APP_PG, sideeffect: `file:./${filename}` },
-    }),
-  );
-  // A changed tarball under the same name: drop what npm remembers of the old one.
-  rmSync(path.join(APP, 'package-lock.json'), { force: true });
-  rmSync(path.join(APP, 'node_modules/sideeffect'), { recursive: true, force: true });
-  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], {
-    cwd: APP,
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  const filename = await packLibrary(path.join(REPO_ROOT, 'test-output/packaging/staging'), APP);
+  await installApp(APP, `./${filename}`, { ...sdkDependencies(APP_SDK), pg: APP_PG });
   cpSync(FIXTURES, APP, { recursive: true });
 }, 600_000);
 
