@@ -98,7 +98,7 @@ interface Setup {
  *
  * The way in on the worker side. Built on the SDK's `WorkerPlugin` interface, which the SDK
  * marks experimental: a minor SDK release may change it, so keep the SDK within the versions
- * this library is tested with (1.14.2, 1.23.0 and 1.24.0; the peer dependency table of
+ * this library is tested with (1.15.1 to 1.24.0; the peer dependency table of
  * docs/production.md). Should an SDK release break it, `createSideEffectActivities` registers
  * the effects without it (and without what it adds).
  *

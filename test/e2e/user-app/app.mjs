@@ -7,15 +7,15 @@
 // one from the UI), then one with the payments' results and the finished spans. Environment:
 // DATABASE_URL, SIDEEFFECT_SCHEMA, TASK_QUEUE, DEPLOYMENT and CARDS (a card number per payment).
 import { fileURLToPath } from 'node:url';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { Resource } from '@opentelemetry/resources';
 import {
+  BasicTracerProvider,
   InMemorySpanExporter,
   SimpleSpanProcessor,
-  BasicTracerProvider,
 } from '@opentelemetry/sdk-trace-base';
-import { Resource } from '@opentelemetry/resources';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import { Client, Connection } from '@temporalio/client';
+import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import {
   bundleWorkflowCode,
   DefaultLogger,
