@@ -28,7 +28,17 @@ interface Stalled {
 
 /** The store's clock runs `skew` ms ahead of the worker's: moving it expires leases without waiting. */
 let skew = 0;
-const store = new MemoryStore({ now: () => Date.now() + skew });
+/** Renewals of a paused holder's resource wait here: a paused process sends none, so its lease runs out. */
+const paused = new Map<string, Promise<void>>();
+
+class PausableStore extends MemoryStore {
+  override async renew(...args: Parameters<MemoryStore['renew']>) {
+    await paused.get(args[1].resource);
+    return super.renew(...args);
+  }
+}
+
+const store = new PausableStore({ now: () => Date.now() + skew });
 const ledger = new Ledger();
 const applies = new Map<string, number>();
 const stalled = new Map<string, Stalled>();
@@ -62,6 +72,8 @@ const effects = {
 
 const TTL_MS = 1_500;
 const activity = { heartbeatTimeout: '3 seconds', startToCloseTimeout: '1 minute' };
+/** A paused holder sends no heartbeat either: Temporal must not time it out before the store does. */
+const pausedHolder = { ...activity, heartbeatTimeout: '50 seconds' };
 
 describe('the apply signal', () => {
   let h: Harness;
@@ -78,14 +90,20 @@ describe('the apply signal', () => {
     const old = await h.start('guarded', [
       'write',
       { resource: 'doc:1', stall: true, lateWrite: true },
-      activity,
+      pausedHolder,
     ]);
     await stall.entered.promise;
 
-    skew += 60_000; // the old holder is paused past its lease, as far as the store can tell
-    const next = await h.start('guarded', ['write', { resource: 'doc:1' }, activity]);
+    // The old holder is paused past its lease: no renewal reaches the store until the next holder
+    // has the resource (else a renewal, even a late one, keeps the lease of a holder still there).
+    const resume = deferred();
+    paused.set('doc:1', resume.promise);
+    skew += 60_000;
+    const next = await h.start('guarded', ['write', { resource: 'doc:1' }, pausedHolder]);
     const taken = (await next.result()) as SideEffectOutcome<{ fence: number }>;
     expect(taken.outcome).toBe('applied');
+    paused.delete('doc:1');
+    resume.resolve();
 
     await waitFor(() => stall.lateWriteError, 'the old holder to try its late write');
     expect(stall.abortReason).toBeInstanceOf(LeaseLostError);
