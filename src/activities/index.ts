@@ -16,6 +16,7 @@ import {
 import type { AnyEffect } from './effect.js';
 import { effectActivity, probeActivity } from './effect-activity.js';
 import { type ReconcileActivities, reconcileActivities } from './reconcile-activities.js';
+import { SearchAttributeRegistration } from './search-attributes.js';
 
 export type { ProbeAnswer } from '../protocol/wire.js';
 export {
@@ -63,7 +64,10 @@ export interface SideEffectActivitiesOptions {
   /**
    * Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows; needs them
    * registered as Keyword on the namespace. A function is asked at each start: the worker plugin
-   * turns it off (memo-only) when its start-up check finds them missing.
+   * turns it off (memo-only) when its start-up check finds them missing. Unless it is `false`,
+   * a reconcile started memo-only gets the ones registered later (the namespace is asked at most
+   * every 10 s): at its start when all are registered by then, else at its next reminder,
+   * `recheck` signal or continue-as-new.
    * @default true
    */
   searchAttributes?: boolean | (() => boolean);
@@ -151,11 +155,14 @@ export function createSideEffectActivities(
   const indexed =
     typeof searchAttributes === 'function' ? searchAttributes : () => searchAttributes;
   const legacy = options.legacyActivityNames ?? true;
+  // `false` means memo only for good; otherwise registration may come while reconciles wait.
+  const registration =
+    searchAttributes === false ? undefined : new SearchAttributeRegistration(client);
 
-  const reconcileInput = (details: ReconcileInput): ReconcileInput => ({
+  const reconcileInput = async (details: ReconcileInput): Promise<ReconcileInput> => ({
     ...details,
     ...(remindEveryMs === undefined ? {} : { remindEveryMs }),
-    searchAttributes: indexed(),
+    searchAttributes: indexed() || ((await registration?.complete()) ?? false),
   });
 
   const activities: Record<string, Activity> = {};
@@ -187,6 +194,7 @@ export function createSideEffectActivities(
     client,
     taskQueue,
     reconcileInput,
+    ...(registration === undefined ? {} : { registration }),
     ...(options.sweepLimit === undefined ? {} : { sweepLimit: options.sweepLimit }),
     ...(options.restartReconcileAfterMs === undefined
       ? {}

@@ -22,6 +22,7 @@ import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
 import { resultError } from './result-check.js';
+import type { SearchAttributeRegistration } from './search-attributes.js';
 
 /**
  * ReconcileWorkflow starts a sweep has in flight at once: one after another, a backlog of 200
@@ -69,6 +70,12 @@ export interface ReconcileActivities {
   ): Promise<Verdict & { decided: boolean }>;
   /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none (claimed in the store, so once per key and episode). */
   sweepAndReconcile(): Promise<SweepAndReconcileReport>;
+  /**
+   * Which of SideEffectKey/SideEffectResource/SideEffectState the namespace has registered (none
+   * when this worker keeps them off): a ReconcileWorkflow started memo-only upserts only those,
+   * because upserting an unregistered one fails its workflow task in a loop.
+   */
+  registeredSearchAttributes(): Promise<string[]>;
 }
 
 /**
@@ -82,6 +89,7 @@ export function reconcileActivities({
   client,
   taskQueue,
   reconcileInput,
+  registration,
   sweepLimit = 1000,
   restartAfterMs = 60 * 60 * 1000,
 }: {
@@ -89,7 +97,9 @@ export function reconcileActivities({
   effects: Record<string, AnyEffect>;
   client: Client;
   taskQueue: string;
-  reconcileInput: (details: ReconcileInput) => ReconcileInput;
+  reconcileInput: (details: ReconcileInput) => Promise<ReconcileInput>;
+  /** Absent when the search attributes are off for good. */
+  registration?: SearchAttributeRegistration;
   sweepLimit?: number;
   restartAfterMs?: number;
 }): ReconcileActivities {
@@ -114,7 +124,15 @@ export function reconcileActivities({
             workflowId: reconcileWorkflowId(key),
             taskQueue,
             args: [
-              reconcileInput({ key, resource, reason, effect, input, probe, fence: record!.fence }),
+              await reconcileInput({
+                key,
+                resource,
+                reason,
+                effect,
+                input,
+                probe,
+                fence: record!.fence,
+              }),
             ],
             signal: subscribeSignal,
             signalArgs: [{ workflowId: subscriber, effect, input, probe }],
@@ -179,7 +197,7 @@ export function reconcileActivities({
             workflowId: reconcileWorkflowId(record.key),
             taskQueue,
             args: [
-              reconcileInput({
+              await reconcileInput({
                 key: record.key,
                 resource: record.resource,
                 reason: record.reason ?? 'uncertain',
@@ -199,6 +217,10 @@ export function reconcileActivities({
         start.status === 'fulfilled' ? [start.value] : [],
       );
       return { uncertain, freed, reconciling, backlog: await store.uncertainBacklog() };
+    },
+
+    async registeredSearchAttributes() {
+      return (await registration?.registered()) ?? [];
     },
   };
 

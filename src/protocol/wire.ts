@@ -223,6 +223,7 @@ export const libraryActivityNames = {
   inspectKey: 'sideeffect.inspectKey',
   resolveKey: 'sideeffect.resolveKey',
   sweepAndReconcile: 'sideeffect.sweepAndReconcile',
+  registeredSearchAttributes: 'sideeffect.registeredSearchAttributes',
 } as const;
 
 /**

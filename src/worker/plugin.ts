@@ -178,7 +178,8 @@ export class SideEffectPlugin implements WorkerPlugin {
       ...activityOptions,
       client,
       taskQueue: taskQueue ?? options.taskQueue,
-      searchAttributes: () => this.#indexed,
+      // `false` keeps them off for good; otherwise a reconcile may pick them up once registered.
+      searchAttributes: this.#options.searchAttributes === false ? false : () => this.#indexed,
     });
     const own: object = options.activities ?? {};
     const clash = Object.keys(activities).filter((name) => Object.hasOwn(own, name));

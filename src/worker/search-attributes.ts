@@ -1,10 +1,8 @@
-import type { Client, OperatorService } from '@temporalio/client';
-import { searchAttributeKeys } from '../protocol/wire.js';
-
-/** The names of the search attributes ReconcileWorkflow upserts. */
-const searchAttributeNames: string[] = Object.values(searchAttributeKeys).map(
-  (attribute) => attribute.name,
-);
+import type { Client } from '@temporalio/client';
+import {
+  registeredSearchAttributes,
+  searchAttributeNames,
+} from '../activities/search-attributes.js';
 
 /**
  * Which of the library's search attributes the namespace lacks. Asked at worker
@@ -15,14 +13,8 @@ export async function missingSearchAttributes(
   client: Client,
   namespace: string,
 ): Promise<string[]> {
-  // Typed structurally: ConnectionLike only declares operatorService since SDK 1.15, every connection has it.
-  const { operatorService } = client.connection as { operatorService?: OperatorService };
-  if (!operatorService) throw new Error('the Client connection has no operator service');
-  // Bounded: a worker start must not hang on a frontend that never answers this one call.
-  const { customAttributes } = await client.connection.withDeadline(Date.now() + 10_000, () =>
-    operatorService.listSearchAttributes({ namespace }),
-  );
-  return searchAttributeNames.filter((name) => customAttributes?.[name] === undefined);
+  const registered = await registeredSearchAttributes(client, namespace);
+  return searchAttributeNames.filter((name) => !registered.includes(name));
 }
 
 /**

@@ -93,6 +93,13 @@ const MIN_STORE_RECHECK_MS = 60_000;
  * schedule the store activity with the verdict alone.
  */
 export const VERDICT_CONTEXT_PATCH = 'sideeffect-verdict-context';
+/**
+ * Marks runs that, lacking some of the search attributes (started memo-only, before they were
+ * registered), ask the worker which are registered by now at each reminder, `recheck` signal and
+ * continue-as-new, and upsert those: a batch over the waiting query then finds reconciles opened
+ * before registration. Histories recorded before it never ask.
+ */
+export const LATE_SEARCH_ATTRIBUTES_PATCH = 'sideeffect-reconcile-late-search-attributes';
 
 type InspectKey = (key: string) => Promise<Verdict | null>;
 type ResolveKey = (
@@ -103,6 +110,11 @@ type ResolveKey = (
 const storeActivities = proxyActivities<Record<string, InspectKey | ResolveKey>>({
   startToCloseTimeout: '1 minute',
 });
+/** A few tries, then the next reminder asks again: an old worker mid-deploy lacks this activity. */
+const registeredSearchAttributes = proxyActivities<Record<string, () => Promise<string[]>>>({
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumAttempts: 3, initialInterval: '1 second' },
+})[libraryActivityNames.registeredSearchAttributes]!;
 
 /** The store activities and the probe's type under the names this run started with (0.1.0 runs keep theirs). */
 function activityNames(namespaced: boolean) {
@@ -360,6 +372,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       )
       .add(1, { effect: effect ?? 'unknown' });
 
+  // A continued run of a memo-only reconcile: the attributes may have been registered meanwhile.
+  if (carried) await upsertLateSearchAttributes(key, resource);
   const settled = await store.inspectKey(key);
   if (settled) {
     resolution = { key, ...settled, reason: 'already decided in the store', decidedBy: 'store' };
@@ -431,6 +445,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
           continue;
         }
       }
+      if (asked || due) await upsertLateSearchAttributes(key, resource);
       if (reminder) {
         log.warn('side effect outcome still uncertain: waiting for a resolve signal', {
           key,
@@ -463,7 +478,9 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   }
 
   state = 'resolved';
-  if (indexed) upsertSearchAttributes([{ key: searchAttributeKeys.state, value: 'resolved' }]);
+  // A run indexed late keeps its state current too.
+  if (indexed || carries(searchAttributeKeys.state))
+    upsertSearchAttributes([{ key: searchAttributeKeys.state, value: 'resolved' }]);
   setCurrentDetails(
     `Resolved: ${resolution.applied ? 'applied' : 'not applied'} (${resolution.reason}).`,
   );
@@ -471,6 +488,43 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   await notifySubscribers(key, resolution, subscribers);
   await condition(allHandlersFinished);
   return resolution;
+}
+
+/**
+ * Upserts the search attributes this run lacks that the namespace has registered by now (asked
+ * through the worker: upserting an unregistered one would fail the workflow task in a loop).
+ * Asks nothing once all are set, so an indexed run never gets here past its first check.
+ */
+async function upsertLateSearchAttributes(key: string, resource: string): Promise<void> {
+  const values = { key, resource, state: 'waiting' };
+  const unset = (Object.keys(searchAttributeKeys) as Array<keyof typeof values>).filter(
+    (field) => !carries(searchAttributeKeys[field]),
+  );
+  if (unset.length === 0 || !patched(LATE_SEARCH_ATTRIBUTES_PATCH)) return;
+  let registered: string[];
+  try {
+    registered = await registeredSearchAttributes();
+  } catch (error) {
+    log.warn('could not learn which search attributes are registered; asking again later', {
+      key,
+      error: error instanceof Error ? error.message : String(error),
+    });
+    return;
+  }
+  const pairs = unset
+    .filter((field) => registered.includes(searchAttributeKeys[field].name))
+    .map((field) => ({ key: searchAttributeKeys[field], value: values[field] }));
+  if (pairs.length > 0) upsertSearchAttributes(pairs);
+}
+
+/** Whether this run has the search attribute set (at its start, inherited, or upserted since). */
+function carries(
+  attribute: (typeof searchAttributeKeys)[keyof typeof searchAttributeKeys],
+): boolean {
+  const info = workflowInfo();
+  if (info.typedSearchAttributes.get(attribute) !== undefined) return true;
+  // A payload without type metadata shows only in the untyped map.
+  return (info.searchAttributes?.[attribute.name]?.length ?? 0) > 0;
 }
 
 /** The server suggests continuing (history count or size), or this run passed its own bounds. */

@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 
 export const TEMPORAL_ADDRESS = '127.0.0.1:7233';
@@ -136,4 +137,30 @@ export function ensureTemporalDevServer(
     ensured = undefined;
   });
   return ensured;
+}
+
+/**
+ * A new namespace on the dev server, created with the real CLI: it has none of the library's
+ * search attributes until a test registers them.
+ */
+export async function freshNamespace(prefix: string): Promise<string> {
+  const namespace = `${prefix}-${randomBytes(4).toString('hex')}`;
+  await runTemporalCli(['operator', 'namespace', 'create', '--namespace', namespace]);
+  return namespace;
+}
+
+/** Runs a printed `temporal ...` command line (no quoting in it) against the dev server. */
+export async function runPrinted(command: string): Promise<void> {
+  const [program, ...args] = command.trim().split(/\s+/);
+  if (program !== 'temporal') throw new Error(`not a temporal command: ${command}`);
+  await runTemporalCli(args);
+}
+
+async function runTemporalCli(args: string[]): Promise<string> {
+  const { stdout } = await promisify(execFile)(temporalCliPath(), [
+    ...args,
+    '--address',
+    TEMPORAL_ADDRESS,
+  ]);
+  return stdout;
 }

@@ -3,23 +3,20 @@
  * through the real `temporal` CLI on fresh namespaces of the dev server: it must register every
  * attribute it names, and the worker's check must name exactly the ones still missing.
  */
-import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { missingSearchAttributes, searchAttributeCreateCommand } from '../../src/worker/index.js';
 import {
+  freshNamespace,
   REPO_ROOT,
+  runPrinted,
   SEARCH_ATTRIBUTES,
   TEMPORAL_ADDRESS,
-  temporalCliPath,
 } from '../support/temporal.js';
 import { waitFor } from '../temporal/harness.js';
 
-const exec = promisify(execFile);
 let connection: Connection;
 
 beforeAll(async () => {
@@ -29,27 +26,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await connection?.close();
 });
-
-/** Runs a printed `temporal ...` command line (no quoting in it) against the dev server. */
-async function runPrinted(command: string): Promise<void> {
-  const [program, ...args] = command.trim().split(/\s+/);
-  expect(program).toBe('temporal');
-  await exec(temporalCliPath(), [...args, '--address', TEMPORAL_ADDRESS]);
-}
-
-async function freshNamespace(): Promise<string> {
-  const namespace = `sa-${randomBytes(4).toString('hex')}`;
-  await exec(temporalCliPath(), [
-    'operator',
-    'namespace',
-    'create',
-    '--namespace',
-    namespace,
-    '--address',
-    TEMPORAL_ADDRESS,
-  ]);
-  return namespace;
-}
 
 /** Polls until the namespace lists `expected` as its missing attributes (registration is not instant). */
 function missingBecomes(namespace: string, expected: string[]): Promise<string[]> {
@@ -77,7 +53,7 @@ describe('search attribute registration', () => {
   it.each(['docs/production.md'])(
     'the command %s prints registers all three on a fresh namespace',
     async (file) => {
-      const namespace = await freshNamespace();
+      const namespace = await freshNamespace('sa');
       await missingBecomes(namespace, [...SEARCH_ATTRIBUTES]);
       await runPrinted(documentedCommand(file).replace('<ns>', namespace));
       expect(await missingBecomes(namespace, [])).toEqual([]);
@@ -85,7 +61,7 @@ describe('search attribute registration', () => {
   );
 
   it("names exactly the missing ones, and the worker's command for them registers them", async () => {
-    const namespace = await freshNamespace();
+    const namespace = await freshNamespace('sa');
     await runPrinted(searchAttributeCreateCommand(namespace, ['SideEffectKey']));
     const missing = await missingBecomes(namespace, ['SideEffectResource', 'SideEffectState']);
     const command = searchAttributeCreateCommand(namespace, missing);
