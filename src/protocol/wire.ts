@@ -210,7 +210,8 @@ export const reconciledSignal = defineSignal<[Reconciled]>('reconciled');
 /**
  * Asks a waiting ReconcileWorkflow to read its key from the store now instead of at its next
  * reminder, and to end if the key was decided there (say by `sideeffect resolve` in the store
- * only). Carries nothing; whatever it carries is ignored.
+ * only); a run started before the search attributes were registered also upserts them then.
+ * Carries nothing; whatever it carries is ignored.
  */
 export const recheckSignal = defineSignal<[]>('recheck');
 

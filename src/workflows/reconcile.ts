@@ -172,7 +172,7 @@ const RESOLVE_SIGNAL_DESCRIPTION =
 const SUBSCRIBE_SIGNAL_DESCRIPTION =
   'Internal, not for people: sent by an effect call (proxySideEffects) in a workflow waiting on this key, to be told the verdict. A malformed one is listed by the status query and ignored.';
 const RECHECK_SIGNAL_DESCRIPTION =
-  'Read the key from the store now and end if it was decided there (sent by `sideeffect resolve` after recording a verdict in the store). Takes no input; harmless to send.';
+  'Read the key from the store now and end if it was decided there (sent by `sideeffect resolve` after recording a verdict in the store); also upserts the search attributes registered since this run started. Takes no input; harmless to send.';
 const STATUS_QUERY_DESCRIPTION =
   'Where this reconcile stands: key, resource, reason, fence, state, and the refused resolve signals with why.';
 const RESOLVE_UPDATE_DESCRIPTION =
