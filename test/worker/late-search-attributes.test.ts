@@ -1,12 +1,13 @@
 /**
  * ReconcileWorkflows opened before the SideEffect* search attributes were registered (memo-only)
- * pick them up once they are: at a `recheck` signal (as at a reminder) and at a continue-as-new,
- * each upserting only what the namespace has registered. On a fresh namespace of the dev server:
- * six reconciles wait memo-only; one attribute is registered (what the old printed command did),
- * then the other two; docs/operations.md's waiting query then finds every one, Temporal's batch signal
- * over it decides every one on its resource, and `sideeffect resolve --resource` the others. On a
- * namespace that never registers them, the reconciles keep asking without a single failed
- * workflow task and still resolve.
+ * pick them up once they are: at a `recheck` signal, a reminder and a continue-as-new, each
+ * upserting only what the namespace has registered; one opened after registration is indexed
+ * from its start. On a fresh namespace of the dev server: memo-only reconciles wait; one
+ * attribute is registered (what the old printed command did), then the other two; after
+ * docs/production.md's `recheck` batch, docs/operations.md's waiting query finds every one,
+ * Temporal's batch signal over it decides every one on its resource, and
+ * `sideeffect resolve --resource` the others. On a namespace that never registers them, the
+ * reconciles keep asking without a single failed workflow task and still resolve.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -25,6 +26,7 @@ import {
 } from '../../src/worker/index.js';
 import {
   libraryActivityNames,
+  type ReconcileInput,
   type ReconcileResolution,
   type ReconcileStatus,
   recheckSignal,
@@ -128,10 +130,15 @@ function missingBecomes(client: Client, expected: string[]): Promise<string[]> {
 }
 
 /** Uncertain keys in the store (a timeout after the write), then the sweep opens their ReconcileWorkflows the way the worker does. */
-async function openReconciles(ns: Namespace, resource: string, count: number): Promise<string[]> {
+async function openReconciles(
+  ns: Namespace,
+  resource: string,
+  count: number,
+  tag = '',
+): Promise<string[]> {
   const keys: string[] = [];
   for (let n = 1; n <= count; n++) {
-    const key = `${ns.name}-${resource}-${n}/charge`;
+    const key = `${ns.name}-${resource}-${tag}${n}/charge`;
     const execution = await new Runner(store, { ttlMs: 30_000 }).execute(
       { key, resource },
       async () => {
@@ -211,6 +218,41 @@ async function attributesOf(ns: Namespace, key: string): Promise<Record<string, 
   );
 }
 
+/**
+ * An uncertain key whose ReconcileWorkflow is started directly as the starter starts one while the
+ * attributes are missing (`searchAttributes: false`), with input options the worker does not set.
+ */
+async function memoOnlyReconcile(
+  ns: Namespace,
+  key: string,
+  resource: string,
+  options: Pick<ReconcileInput, 'continueAsNewAfterEvents' | 'remindEveryMs'>,
+): Promise<WorkflowHandle> {
+  const execution = await new Runner(store, { ttlMs: 30_000 }).execute(
+    { key, resource },
+    async () => {
+      throw new Error('gateway timeout after the charge was sent');
+    },
+  );
+  expect(execution.outcome).toBe('uncertain');
+  const input: ReconcileInput = {
+    key,
+    resource,
+    reason: 'gateway timeout after the charge was sent',
+    fence: (await store.inspect(key))!.fence,
+    searchAttributes: false,
+    ...options,
+  };
+  const handle = await ns.client.workflow.start('ReconcileWorkflow', {
+    workflowId: reconcileWorkflowId(key),
+    taskQueue: ns.taskQueue,
+    args: [input],
+  });
+  ns.handles.push(handle);
+  await waitForState(ns, key, 'waiting');
+  return handle;
+}
+
 /** Sends `recheck` to each key until `done` holds (each recheck asks the worker again; its answer is cached up to 10 s). */
 async function recheckUntil<T>(
   ns: Namespace,
@@ -248,7 +290,7 @@ describe('search attributes registered after the reconciles opened', () => {
     await ns?.close();
   });
 
-  it('are upserted at a recheck and a continue-as-new, so the waiting query and both batch verdicts find every reconcile', async () => {
+  it('are upserted at a recheck, a reminder and a continue-as-new, so the waiting query and both batch verdicts find every reconcile', async () => {
     const bankA = `card:${ns.name}-A`;
     const bankB = `card:${ns.name}-B`;
     const onA = await openReconciles(ns, bankA, 4);
@@ -257,29 +299,7 @@ describe('search attributes registered after the reconciles opened', () => {
 
     // A memo-only reconcile that continues as new often, asked only by its continue-as-new.
     const keyC = `${ns.name}-C/charge`;
-    const execution = await new Runner(store, { ttlMs: 30_000 }).execute(
-      { key: keyC, resource: bankB },
-      async () => {
-        throw new Error('gateway timeout after the charge was sent');
-      },
-    );
-    expect(execution.outcome).toBe('uncertain');
-    const handleC = await ns.client.workflow.start('ReconcileWorkflow', {
-      workflowId: reconcileWorkflowId(keyC),
-      taskQueue: ns.taskQueue,
-      args: [
-        {
-          key: keyC,
-          resource: bankB,
-          reason: 'gateway timeout after the charge was sent',
-          fence: (await store.inspect(keyC))!.fence,
-          searchAttributes: false,
-          continueAsNewAfterEvents: 20,
-        },
-      ],
-    });
-    ns.handles.push(handleC);
-    await waitForState(ns, keyC, 'waiting');
+    const handleC = await memoOnlyReconcile(ns, keyC, bankB, { continueAsNewAfterEvents: 20 });
     /** A subscribe signal grows the history: every few, the run continues as new. */
     const poke = () => handleC.signal('subscribe', { workflowId: `${ns.name}-poke` });
 
@@ -377,6 +397,36 @@ describe('search attributes registered after the reconciles opened', () => {
         SideEffectState: ['waiting'],
       });
 
+    // A reminder alone (no recheck, no continue-as-new) indexes D, a memo-only run reminding every 2 s.
+    const keyD = `${ns.name}-D/charge`;
+    await memoOnlyReconcile(ns, keyD, bankB, { remindEveryMs: 2_000 });
+    await waitFor(
+      async () =>
+        (await count(ns, `${waitingQuery(bankB)} AND SideEffectKey=${JSON.stringify(keyD)}`)) === 1
+          ? true
+          : undefined,
+      'the reminder of D to index it',
+      SETTLE_MS,
+    );
+    const eventsD = await allEvents(ns, keyD);
+    expect(failedTasks(eventsD)).toEqual([]);
+    expect(
+      eventsD.filter((event) => event.workflowExecutionSignaledEventAttributes != null),
+    ).toEqual([]);
+    expect(
+      eventsD.filter((event) => event.workflowExecutionContinuedAsNewEventAttributes != null),
+    ).toEqual([]);
+
+    // Opened now, E is indexed from its start by the starter: its run never asks.
+    const [keyE] = await openReconciles(ns, bankB, 1, 'E');
+    expect(await attributesOf(ns, keyE!)).toEqual({
+      SideEffectKey: [keyE],
+      SideEffectResource: [bankB],
+      SideEffectState: ['waiting'],
+    });
+    expect(registrationAsks(await allEvents(ns, keyE!))).toEqual([]);
+    const onBNow = [...onB, keyC, keyD, keyE!];
+
     // Temporal's batch signal over the waiting query decides every key on A.
     const verdict = { applied: false, reason: 'bank export: no such charge', by: 'ops-batch' };
     await runTemporal(ns.name, [
@@ -400,7 +450,7 @@ describe('search attributes registered after the reconciles opened', () => {
       expect(await attributesOf(ns, key), key).toMatchObject({ SideEffectState: ['resolved'] });
     }
 
-    // `sideeffect resolve --resource` decides B's keys (C included) through their workflows.
+    // `sideeffect resolve --resource` decides B's keys (C, D, E included) through their workflows.
     const cli = await runCli(
       [
         'resolve',
@@ -419,16 +469,16 @@ describe('search attributes registered after the reconciles opened', () => {
       },
     );
     expect(cli.code, cli.stderr).toBe(0);
-    expect(JSON.parse(cli.stdout).decided.sort()).toEqual([...onB, keyC].sort());
-    for (const key of [...onB, keyC]) {
+    expect(JSON.parse(cli.stdout).decided.sort()).toEqual([...onBNow].sort());
+    for (const key of onBNow) {
       const resolution = (await handleOf(ns, key).result()) as ReconcileResolution;
       expect(resolution).toMatchObject({ key, applied: false, decidedBy: 'update' });
       expect(await attributesOf(ns, key), key).toMatchObject({ SideEffectState: ['resolved'] });
     }
     await waitFor(
       async () =>
-        (await count(ns, keysQuery([...waiting, keyC]).replace('Running', 'Completed'))) ===
-        waiting.length + 1
+        (await count(ns, keysQuery([...onA, ...onBNow]).replace('Running', 'Completed'))) ===
+        onA.length + onBNow.length
           ? true
           : undefined,
       'every reconcile to show as completed',
@@ -437,7 +487,7 @@ describe('search attributes registered after the reconciles opened', () => {
 
     // Every run's history replays against the current code.
     const workflowBundle = await testBundle();
-    for (const key of [...waiting, keyC]) {
+    for (const key of [...onA, ...onBNow]) {
       for await (const run of ns.client.workflow.list({
         query: `WorkflowId=${JSON.stringify(reconcileWorkflowId(key))}`,
       })) {
