@@ -19,9 +19,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Runner } from '../../src/core/index.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import {
-  createWorker,
   missingSearchAttributes,
-  type SideEffectWorker,
+  SideEffectPlugin,
   searchAttributeCreateCommand,
 } from '../../src/worker/index.js';
 import {
@@ -75,8 +74,7 @@ interface Namespace {
   name: string;
   client: Client;
   taskQueue: string;
-  worker: SideEffectWorker;
-  running: Promise<void>;
+  plugin: SideEffectPlugin;
   handles: WorkflowHandle[];
   close(): Promise<void>;
 }
@@ -88,16 +86,19 @@ async function namespaceWithWorker(prefix: string): Promise<Namespace> {
   const taskQueue = uniqueTaskQueue(prefix);
   // The new namespace answers once the frontend's cache has it.
   await missingBecomes(client, [...SEARCH_ATTRIBUTES]);
-  const worker = await createWorker({
+  const plugin = new SideEffectPlugin({
     client,
-    connection: native,
-    namespace: name,
-    taskQueue,
-    workflowBundle: await testBundle(),
     store,
     effects: {},
     ttlMs: 30_000,
     sweepEveryMs: 0,
+  });
+  const worker = await Worker.create({
+    connection: native,
+    namespace: name,
+    taskQueue,
+    workflowBundle: await testBundle(),
+    plugins: [plugin],
   });
   const running = worker.run();
   const handles: WorkflowHandle[] = [];
@@ -105,8 +106,7 @@ async function namespaceWithWorker(prefix: string): Promise<Namespace> {
     name,
     client,
     taskQueue,
-    worker,
-    running,
+    plugin,
     handles,
     async close() {
       for (const handle of handles) await handle.terminate('test finished').catch(() => {});
@@ -148,7 +148,7 @@ async function openReconciles(
     expect(execution.outcome).toBe('uncertain');
     keys.push(key);
   }
-  const report = await ns.worker.activities[libraryActivityNames.sweepAndReconcile]();
+  const report = await ns.plugin.activities[libraryActivityNames.sweepAndReconcile]();
   expect(report.reconciling).toEqual(expect.arrayContaining(keys));
   for (const key of keys) ns.handles.push(ns.client.workflow.getHandle(reconcileWorkflowId(key)));
   await Promise.all(keys.map((key) => waitForState(ns, key, 'waiting')));
