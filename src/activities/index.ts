@@ -64,10 +64,10 @@ export interface SideEffectActivitiesOptions {
   /**
    * Keep SideEffectKey/SideEffectResource/SideEffectState on ReconcileWorkflows; needs them
    * registered as Keyword on the namespace. A function is asked at each start: the worker plugin
-   * turns it off (memo-only) when its start-up check finds them missing. Unless it is `false`,
-   * a reconcile started memo-only gets the ones registered later (the namespace is asked at most
-   * every 10 s): at its start when all are registered by then, else at its next reminder,
-   * `recheck` signal or continue-as-new.
+   * turns it off (memo-only) when its start-up check finds them missing. Unless it is `false`
+   * (off for good), the namespace is asked too, at most every 10 s: a reconcile starts indexed
+   * once all three are registered, and one started memo-only upserts those registered later at
+   * its next reminder, `recheck` signal or continue-as-new.
    * @default true
    */
   searchAttributes?: boolean | (() => boolean);
@@ -123,8 +123,9 @@ function isReserved(name: string): boolean {
  * `WorkerPlugin` interface), or to call the activities directly. Registered by hand, you lose
  * everything else the plugin does, and each is yours to do (docs/architecture.md lists them):
  * the sweeper (run `sideeffect.sweepAndReconcile` periodically, or keys left uncertain by a dead
- * worker get no ReconcileWorkflow), the search-attribute check (pass `searchAttributes: false`
- * until they are registered), the store schema check at start, the ReconcileWorkflow bundle
+ * worker get no ReconcileWorkflow), the search-attribute check (pass `searchAttributes: () => false`
+ * while they may be missing: memo only, each reconcile picks them up once they are registered),
+ * the store schema check at start, the ReconcileWorkflow bundle
  * check, the activity-name clash check, and the shutdown grace time and heartbeat throttle that
  * keep a deploy from turning running applies uncertain.
  *
@@ -132,7 +133,7 @@ function isReserved(name: string): boolean {
  * ```ts
  * const activities = createSideEffectActivities({
  *   store: new PgStore(), effects, ttlMs: 30_000, client, taskQueue: 'payments',
- *   searchAttributes: false, // not checked here: memo only until you check them yourself
+ *   searchAttributes: () => false, // memo only until they are registered, then picked up
  * });
  * const throttle = 10_000; // ttlMs / 3: a cancel reaches apply within about one TTL
  * const worker = await Worker.create({
