@@ -315,11 +315,15 @@ describe('search attributes registered after the reconciles opened', () => {
       },
       'every reconcile to ask which attributes are registered',
     );
-    for (;;) {
-      const status = (await handleC.query(statusQuery)) as ReconcileStatus;
-      if ((status.runs ?? 0) >= 2) break;
-      await poke();
-    }
+    await waitFor(
+      async () => {
+        await poke();
+        const status = (await handleC.query(statusQuery)) as ReconcileStatus;
+        return (status.runs ?? 0) >= 2 ? true : undefined;
+      },
+      'C to continue as new twice',
+      SETTLE_MS,
+    );
     for (const key of [...waiting, keyC]) {
       expect(failedTasks(await allEvents(ns, key)), key).toEqual([]);
       expect(await attributesOf(ns, key), key).toEqual({});
