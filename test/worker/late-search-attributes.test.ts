@@ -375,6 +375,23 @@ describe('search attributes registered after the reconciles opened', () => {
       SideEffectResource: [bankB],
       SideEffectState: ['waiting'],
     });
+    // The next run inherits them and asks no more.
+    const runsIndexed = ((await handleC.query(statusQuery)) as ReconcileStatus).runs ?? 0;
+    await waitFor(
+      async () => {
+        await poke();
+        const status = (await handleC.query(statusQuery)) as ReconcileStatus;
+        return (status.runs ?? 0) > runsIndexed ? true : undefined;
+      },
+      'C to continue as new once more',
+      SETTLE_MS,
+    );
+    const { runId } = await handleC.describe();
+    const latest = await ns.client.workflow.getHandle(handleC.workflowId, runId).fetchHistory();
+    const started = latest.events?.[0]?.workflowExecutionStartedEventAttributes;
+    expect(started?.continuedExecutionRunId).toBeTruthy();
+    expect(registrationAsks(latest.events ?? [])).toEqual([]);
+    expect(await attributesOf(ns, keyC)).toMatchObject({ SideEffectState: ['waiting'] });
 
     // docs/production.md's `recheck` to every open reconcile: the waiting query finds them all.
     const recheckAll = documentedRecheck().replace('<ns>', ns.name);
