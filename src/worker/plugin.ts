@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import {
+  type BundleOptions,
   type ReplayWorkerOptions,
   Runtime,
   type Worker,
@@ -21,6 +22,13 @@ import {
   StoreMisconfiguredError,
 } from '../core/errors.js';
 import type { Store } from '../core/store.js';
+import type { CompatibleWith } from '../protocol/patches.js';
+import {
+  bundleCompatibilityError,
+  bundleOptionsCompatibleWith,
+  checkedCompatibleWith,
+  defineCompatibleWith,
+} from './compatibility.js';
 import { lifecycleDefaults } from './lifecycle.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 import { Sweeper } from './sweeper.js';
@@ -71,6 +79,16 @@ export interface SideEffectPluginOptions
    * @default true
    */
   searchAttributes?: boolean | 'require';
+  /**
+   * Keeps what this worker's workflows do replayable by the given previous minor version: no
+   * workflow patch that version does not know is taken, in ReconcileWorkflow and in `sideEffect()`
+   * calls of your workflows (the setting is built into the workflow bundle). Set it while you roll
+   * this version out (say `'0.1'` when upgrading from 0.1.x), so you can roll back; remove it once
+   * no worker of the older version will run again. Runs that already took a patch keep it. An
+   * unknown version is refused (INVALID_ACTION). See docs/versioning.md, "Rolling back".
+   * @default none: every patch of this version is taken
+   */
+  compatibleWith?: CompatibleWith;
 }
 
 interface Setup {
@@ -121,6 +139,7 @@ export class SideEffectPlugin implements WorkerPlugin {
   #schemaChecked: Promise<Error | undefined> | undefined;
 
   constructor(options: SideEffectPluginOptions) {
+    checkedCompatibleWith(options.compatibleWith);
     this.#options = options;
   }
 
@@ -141,6 +160,7 @@ export class SideEffectPlugin implements WorkerPlugin {
       taskQueue,
       sweepEveryMs: _,
       searchAttributes: __,
+      compatibleWith,
       ...activityOptions
     } = this.#options;
     if (options.workerDeploymentOptions && !options.workerDeploymentOptions.useWorkerVersioning)
@@ -174,6 +194,9 @@ export class SideEffectPlugin implements WorkerPlugin {
         'client',
         "the Worker encodes payloads with codecs but SideEffectPlugin's client has none, so ReconcileWorkflow inputs and signals would be stored unencoded: give that Client the Worker's dataConverter, or leave `client` out",
       );
+    const wrongBundle =
+      options.workflowBundle && bundleCompatibilityError(options.workflowBundle, compatibleWith);
+    if (wrongBundle) throw wrongBundle;
     const activities = createSideEffectActivities({
       ...activityOptions,
       client,
@@ -189,8 +212,17 @@ export class SideEffectPlugin implements WorkerPlugin {
       ...lifecycleDefaults(this.#options.ttlMs),
       ...definedOnly(options),
       activities: { ...own, ...this.#afterSchemaCheck(activities) },
-      ...workflowOptions(options),
+      ...workflowOptions(options, compatibleWith),
     };
+  }
+
+  /**
+   * Builds the setting of `compatibleWith` into a bundle made ahead of time:
+   * `bundleWorkflowCode({ workflowsPath, plugins: [plugin] })`. The Worker refuses a prebuilt
+   * bundle built with another setting.
+   */
+  configureBundler(options: BundleOptions): BundleOptions {
+    return bundleOptionsCompatibleWith(options, this.#options.compatibleWith);
   }
 
   configureReplayWorker(options: ReplayWorkerOptions): ReplayWorkerOptions {
@@ -292,15 +324,23 @@ export class SideEffectPlugin implements WorkerPlugin {
 
 /**
  * The workflow options that make sure ReconcileWorkflow runs on this Worker: the host's module is
- * checked while webpack bundles it (Worker.create fails), else the library's own module runs.
+ * checked while webpack bundles it (Worker.create fails), else the library's own module runs;
+ * either bundle gets the `compatibleWith` setting.
  */
-function workflowOptions(options: WorkerOptions): Partial<WorkerOptions> {
+function workflowOptions(
+  options: WorkerOptions,
+  compatibleWith: CompatibleWith | undefined,
+): Partial<WorkerOptions> {
   if (options.workflowBundle) return {};
   if (options.workflowsPath)
     return {
-      bundlerOptions: requireReconcileExport(options.bundlerOptions, options.workflowsPath),
+      bundlerOptions: defineCompatibleWith(
+        requireReconcileExport(options.bundlerOptions, options.workflowsPath),
+        compatibleWith,
+      ),
     };
-  return { workflowsPath: defaultWorkflowsPath };
+  const bundlerOptions = defineCompatibleWith(options.bundlerOptions, compatibleWith);
+  return { workflowsPath: defaultWorkflowsPath, ...(bundlerOptions ? { bundlerOptions } : {}) };
 }
 
 /**

@@ -8,7 +8,6 @@ import {
   getExternalWorkflowHandle,
   log,
   metricMeter,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -52,6 +51,7 @@ import {
   verdictJson,
   waitingQuery,
 } from '../protocol/wire.js';
+import { takePatch } from './patch.js';
 
 const HOUR = 60 * 60 * 1000;
 /** Refused signals kept for the status query; older ones stay in the history. */
@@ -218,7 +218,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   const remindEveryMs = input.remindEveryMs ?? HOUR;
   const indexed = input.searchAttributes !== false;
   const eventBound = input.continueAsNewAfterEvents ?? CONTINUE_AS_NEW_AFTER_EVENTS;
-  const store = activityNames(patched(namespacedActivitiesPatch));
+  const store = activityNames(takePatch(namespacedActivitiesPatch));
   const waitingSince = carried?.waitingSince ?? new Date().toISOString();
   const subscribers = new Set<string>(carried?.subscribers);
   const rejected: RejectedResolve[] = [...(carried?.rejected ?? [])];
@@ -283,7 +283,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       // refused there): histories of that keep replaying the old way.
       const oversized = resolveInputSizeError(raw);
       const error =
-        resolveInputError(raw) ?? (oversized && patched(SIZE_LIMIT_PATCH) ? oversized : undefined);
+        resolveInputError(raw) ??
+        (oversized && takePatch(SIZE_LIMIT_PATCH) ? oversized : undefined);
       if (error) refuse(raw, error);
       else if (offer)
         refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
@@ -405,7 +406,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
           ? { ...current.resolution, fence: input.fence }
           : current.resolution;
       try {
-        const { decided, ...verdict } = patched(VERDICT_CONTEXT_PATCH)
+        const { decided, ...verdict } = takePatch(VERDICT_CONTEXT_PATCH)
           ? await store.resolveKey(key, judged, {
               ...(knownEffect === undefined ? {} : { effect: knownEffect }),
               ...current.delivery,
@@ -427,7 +428,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     state = 'waiting';
     // Whether this run should hand over to a fresh one; asked only once the history is long, so
     // histories recorded before the patch (all short) replay without ever reaching it.
-    const handOver = () => historyTooLong(eventBound) && patched(CONTINUE_AS_NEW_PATCH);
+    const handOver = () => historyTooLong(eventBound) && takePatch(CONTINUE_AS_NEW_PATCH);
     const pending = () => offer !== undefined || (probeFor !== undefined && !probed);
     const dueIn = remindAt === undefined ? remindEveryMs : Math.max(remindAt - Date.now(), 1);
     remindAt = Date.now() + dueIn;
@@ -437,7 +438,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       const asked = recheckAsked;
       recheckAsked = false;
       const due = storeReadAt === undefined || Date.now() - storeReadAt >= MIN_STORE_RECHECK_MS;
-      if ((asked || due) && patched(RECHECK_STORE_PATCH)) {
+      if ((asked || due) && takePatch(RECHECK_STORE_PATCH)) {
         storeReadAt = Date.now();
         const decided = await store.inspectKey(key);
         if (decided) {
@@ -500,7 +501,7 @@ async function upsertLateSearchAttributes(key: string, resource: string): Promis
   const unset = (Object.keys(searchAttributeKeys) as Array<keyof typeof values>).filter(
     (field) => !carries(searchAttributeKeys[field]),
   );
-  if (unset.length === 0 || !patched(LATE_SEARCH_ATTRIBUTES_PATCH)) return;
+  if (unset.length === 0 || !takePatch(LATE_SEARCH_ATTRIBUTES_PATCH)) return;
   let registered: string[];
   try {
     registered = await registeredSearchAttributes();

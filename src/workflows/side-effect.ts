@@ -4,7 +4,6 @@ import {
   ApplicationFailure,
   condition,
   log,
-  patched,
   proxyActivities,
   setHandler,
   type sleep,
@@ -27,6 +26,7 @@ import {
   type UncertainDetails,
   type Verdict,
 } from '../protocol/wire.js';
+import { takePatch } from './patch.js';
 
 /** A duration as Temporal takes it: milliseconds or an `ms`-style string like `'1 hour'`. */
 type Duration = Parameters<typeof sleep>[0];
@@ -257,7 +257,7 @@ export async function guardedCall<R = unknown, I = unknown>(
   options: SideEffectOptions = {},
 ): Promise<SideEffectOutcome<R>> {
   const { step = effect, key, onUncertain = 'wait', recheckEvery = '1 hour', ...rest } = options;
-  const cancellation: ActivityOptions = patched(WAIT_CANCELLATION_PATCH)
+  const cancellation: ActivityOptions = takePatch(WAIT_CANCELLATION_PATCH)
     ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED }
     : {};
   const activity = proxyActivities<
@@ -341,7 +341,7 @@ async function awaitVerdict(
     verdicts.delete(request.key);
     return verdict;
   };
-  const names = patched(namespacedActivitiesPatch) ? libraryActivityNames : legacyActivityNames;
+  const names = takePatch(namespacedActivitiesPatch) ? libraryActivityNames : legacyActivityNames;
   const ensureReconcile = reconcileActivities[names.ensureReconcile]!;
   const first = await ensureReconcile(request);
   if (first.verdict) return first.verdict;
@@ -349,7 +349,7 @@ async function awaitVerdict(
   for (;;) {
     if (await condition(() => verdicts.has(request.key), wait)) {
       const signalled = delivered()!;
-      if (!patched(RECONCILED_READS_STORE_PATCH)) return signalled;
+      if (!takePatch(RECONCILED_READS_STORE_PATCH)) return signalled;
       const stored = await (storeActivities[names.inspectKey] as InspectKey)(request.key);
       if (stored) return stored;
       log.warn('reconciled signal, but the store still holds the key uncertain: still waiting', {
@@ -357,7 +357,7 @@ async function awaitVerdict(
       });
       continue;
     }
-    const backoff = patched(RECHECK_PATCH);
+    const backoff = takePatch(RECHECK_PATCH);
     const { verdict } = await ensureReconcile(backoff ? { ...request, recheck: true } : request);
     if (verdict) return verdict;
     if (backoff) wait = nextRecheck(wait, recheckEvery);
