@@ -1,0 +1,244 @@
+/**
+ * Rolling back to the previous minor version: runs this version executed while set
+ * `compatibleWith: '0.1'` replay on 0.1.0's workflow code (frozen in ./0.1.0/), so a 0.1.0 worker
+ * can take them over; the same scenarios run without the option do not (their patch markers and
+ * new commands fail a 0.1.0 replay), which is what the option is for. The current code, with the
+ * option or without, keeps replaying both sets and the released 0.1.0 histories.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidActionError } from '../../src/core/errors.js';
+import { heldPatches, workflowPatches } from '../../src/protocol/patches.js';
+import { MemoryStore } from '../../src/store/memory.js';
+import { createWorker, SideEffectPlugin } from '../../src/worker/index.js';
+import { HISTORIES_DIR, releasedManifests } from '../histories/manifest.js';
+import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
+import { effects, type Recorded, runScenarios } from './scenarios.js';
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const CALLERS = path.join(HISTORIES_DIR, 'workflows.ts');
+const PREVIOUS_CALLERS = path.join(here, '0.1.0', 'workflows.ts');
+const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
+
+let connection: Connection;
+let native: NativeConnection;
+let client: Client;
+/** The scenarios as this version ran them with `compatibleWith: '0.1'`, and without it. */
+let compatible: Recorded[];
+let unrestricted: Recorded[];
+
+async function recordOn(tag: string, compatibleWith?: '0.1'): Promise<Recorded[]> {
+  const taskQueue = uniqueTaskQueue(`rollback-${tag}`);
+  const worker = await createWorker({
+    store: new MemoryStore(),
+    effects,
+    ttlMs: 5_000,
+    remindEveryMs: 1_000,
+    sweepEveryMs: 0,
+    client,
+    connection: native,
+    namespace: TEMPORAL_NAMESPACE,
+    taskQueue,
+    workflowsPath: CALLERS,
+    ...(compatibleWith ? { compatibleWith } : {}),
+  });
+  const running = worker.run();
+  try {
+    return await runScenarios(client, taskQueue, tag);
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+}
+
+/** Each history's replay failure on `workflowBundle`, by scenario name (none when it replays). */
+async function replayFailures(
+  workflowBundle: WorkflowBundleWithSourceMap,
+  histories: Recorded[],
+): Promise<Record<string, string>> {
+  const failures: Record<string, string> = {};
+  // In order, one at a time: two snapshots of one run share its workflow id.
+  let index = 0;
+  for await (const result of Worker.runReplayHistories({ workflowBundle }, histories)) {
+    const entry = histories[index++]!;
+    expect(result.workflowId).toBe(entry.workflowId);
+    if (result.error) failures[entry.name] = String(result.error);
+  }
+  expect(index).toBe(histories.length);
+  return failures;
+}
+
+/** The released 0.1.0 histories, as replay input. */
+async function released(): Promise<Recorded[]> {
+  const manifest = (await releasedManifests()).find((entry) => entry.version === '0.1.0')!;
+  return Promise.all(
+    manifest.histories.map(async (entry) => ({
+      name: entry.file,
+      workflowId: entry.workflowId,
+      history: JSON.parse(await readFile(path.join(manifest.dir, entry.file), 'utf8')),
+    })),
+  );
+}
+
+beforeAll(async () => {
+  connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+  native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
+  client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+  // One after the other: each scenario waits on reminders and rechecks of one second.
+  compatible = await recordOn('compat', '0.1');
+  unrestricted = await recordOn('new');
+}, 240_000);
+
+afterAll(async () => {
+  await native?.close();
+  await connection?.close();
+});
+
+describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
+  it('records every scenario both ways', () => {
+    const names = compatible.map((entry) => entry.name);
+    expect(names).toEqual([
+      'caller-applied',
+      'caller-replayed',
+      'caller-waiting',
+      'reconcile-waiting',
+      'caller-reconciled-applied',
+      'reconcile-resolved-signal',
+      'caller-reconciled-not-applied',
+      'reconcile-resolved-update',
+      'caller-reconciled-probe',
+      'reconcile-probed',
+      'caller-cancelled',
+    ]);
+    expect(unrestricted.map((entry) => entry.name)).toEqual(names);
+  });
+
+  it('holds every patch 0.1 does not know: no marker in any run it executed', () => {
+    expect(heldPatches('0.1').sort()).toEqual(Object.keys(workflowPatches).sort());
+    const markers = (histories: Recorded[]) =>
+      histories.flatMap((entry) =>
+        (entry.history as { events: Array<{ markerRecordedEventAttributes?: unknown }> }).events
+          .filter((event) => event.markerRecordedEventAttributes)
+          .map(() => entry.name),
+      );
+    expect(markers(compatible)).toEqual([]);
+    // Without the option every scenario takes at least one patch (the test can fail).
+    expect(new Set(markers(unrestricted))).toEqual(
+      new Set(unrestricted.map((entry) => entry.name)),
+    );
+  });
+
+  it("0.1.0's workflow code replays every run made with the option", async () => {
+    const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
+    expect(await replayFailures(previous, compatible)).toEqual({});
+  }, 120_000);
+
+  it("0.1.0's workflow code fails the same scenarios run without the option", async () => {
+    const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
+    const failures = await replayFailures(previous, unrestricted);
+    expect(Object.keys(failures).sort()).toEqual(unrestricted.map((entry) => entry.name).sort());
+    for (const failure of Object.values(failures)) expect(failure).toMatch(/[Nn]ondetermin/);
+  }, 120_000);
+
+  it('the current code replays both sets and the 0.1.0 histories, with the option and without', async () => {
+    const plain = await bundleWorkflowCode({ workflowsPath: CALLERS, logger: quiet });
+    const held = await bundleWorkflowCode({
+      workflowsPath: CALLERS,
+      logger: quiet,
+      // The plugin's bundler hook builds the setting in, as for a prebuilt bundle.
+      plugins: [
+        new SideEffectPlugin({
+          store: new MemoryStore(),
+          effects,
+          ttlMs: 5_000,
+          compatibleWith: '0.1',
+        }),
+      ],
+    });
+    expect(held.code).toContain('sideeffect-compatible-with:0.1');
+    expect(plain.code).not.toContain('sideeffect-compatible-with:0.1');
+    const everything = [...compatible, ...unrestricted, ...(await released())];
+    expect(await replayFailures(plain, everything)).toEqual({});
+    // Set after runs took patches, it keeps them: those histories replay as they were made.
+    expect(await replayFailures(held, everything)).toEqual({});
+  }, 180_000);
+});
+
+describe('compatibleWith is checked', () => {
+  it('refuses a version it does not know', () => {
+    const create = (version: unknown) =>
+      new SideEffectPlugin({
+        store: new MemoryStore(),
+        effects,
+        ttlMs: 5_000,
+        compatibleWith: version as '0.1',
+      });
+    for (const version of ['0.2', '0.1.0', 0.1, '', 'latest']) {
+      const error = (() => {
+        try {
+          create(version);
+        } catch (thrown) {
+          return thrown;
+        }
+      })();
+      expect(error).toBeInstanceOf(InvalidActionError);
+      expect((error as InvalidActionError).code).toBe('INVALID_ACTION');
+      expect((error as InvalidActionError).message).toMatch(/compatibleWith.*'0\.1'/);
+    }
+    expect(() => create('0.1')).not.toThrow();
+  });
+
+  it('refuses a prebuilt bundle built with another setting, and runs one built with the same', async () => {
+    const bundleWith = (compatibleWith?: '0.1') =>
+      bundleWorkflowCode({
+        workflowsPath: CALLERS,
+        logger: quiet,
+        plugins: [
+          new SideEffectPlugin({
+            store: new MemoryStore(),
+            effects,
+            ttlMs: 5_000,
+            ...(compatibleWith ? { compatibleWith } : {}),
+          }),
+        ],
+      });
+    const held = await bundleWith('0.1');
+    const plain = await bundleWith();
+    const create = (workflowBundle: WorkflowBundleWithSourceMap, compatibleWith?: '0.1') =>
+      createWorker({
+        store: new MemoryStore(),
+        effects,
+        ttlMs: 5_000,
+        sweepEveryMs: 0,
+        searchAttributes: false,
+        client,
+        connection: native,
+        namespace: TEMPORAL_NAMESPACE,
+        taskQueue: uniqueTaskQueue('rollback-bundle'),
+        workflowBundle,
+        ...(compatibleWith ? { compatibleWith } : {}),
+      });
+    await expect(create(plain, '0.1')).rejects.toThrow(
+      /workflowBundle was built without compatibleWith but SideEffectPlugin's compatibleWith is '0\.1'/,
+    );
+    await expect(create(held)).rejects.toThrow(
+      /workflowBundle was built with compatibleWith '0\.1' but SideEffectPlugin's compatibleWith is none/,
+    );
+    // Accepted: each runs (and stops) as a Worker, which also releases the shared connection.
+    for (const worker of [await create(held, '0.1'), await create(plain)])
+      await worker.worker.runUntil(new Promise((resolve) => setTimeout(resolve, 200)));
+  }, 120_000);
+});

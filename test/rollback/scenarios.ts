@@ -1,0 +1,190 @@
+/**
+ * The scenarios of test/histories/record.ts (applied, replayed, waiting, reconciled by signal,
+ * Update and probe) plus a caller cancelled while its effect applies, driven on the dev server
+ * against one worker and kept in memory: the rollback test records them with and without
+ * `compatibleWith` and replays them with 0.1.0's workflow code.
+ */
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { defineEffect } from '../../src/activities/index.js';
+import { MemoryFencedSink } from '../../src/store/memory.js';
+import {
+  type ReconcileStatus,
+  reconcileWorkflowId,
+  resolveSignal,
+  resolveUpdate,
+  statusQuery,
+} from '../../src/workflows/index.js';
+
+interface Order {
+  account: string;
+  amount: number;
+  /** How the first apply of the key fails: after the downstream took the write, or before. */
+  fail?: 'after-write' | 'before-write';
+  /** The probe cannot tell. */
+  blindProbe?: boolean;
+  /** The apply takes this long (the caller is cancelled meanwhile). */
+  slowMs?: number;
+}
+
+const sink = new MemoryFencedSink();
+const ledger: Array<{ key: string; amount: number }> = [];
+const attempts = new Map<string, number>();
+/** Keys whose apply has started: the cancellation scenario cancels once its key is here. */
+const applying = new Set<string>();
+
+async function applyOrder(input: Order, key: string, resource: string, fence: number) {
+  const attempt = (attempts.get(key) ?? 0) + 1;
+  attempts.set(key, attempt);
+  applying.add(key);
+  if (input.slowMs) await new Promise((resolve) => setTimeout(resolve, input.slowMs));
+  if (input.fail === 'before-write' && attempt === 1) throw new Error('connection refused');
+  const line = await sink.writeFenced(resource, fence, async () =>
+    ledger.push({ key, amount: input.amount }),
+  );
+  if (input.fail === 'after-write' && attempt === 1)
+    throw new Error('connection reset after the write');
+  return { receipt: `r-${line}` };
+}
+
+/** The effects of record.ts, so the same calls run. */
+export const effects = {
+  order: defineEffect({
+    resource: (input: Order) => `account:${input.account}`,
+    apply: (input: Order, { key, lease }) => applyOrder(input, key, lease.resource, lease.fence),
+  }),
+  probedOrder: defineEffect({
+    resource: (input: Order) => `account:${input.account}`,
+    apply: (input: Order, { key, lease }) => applyOrder(input, key, lease.resource, lease.fence),
+    probe: async (input: Order, { key, resource, fence }) => {
+      if (input.blindProbe) return undefined;
+      return sink.readFenced(resource, fence, async () => {
+        const line = ledger.findIndex((entry) => entry.key === key);
+        return line < 0
+          ? { applied: false as const }
+          : { applied: true as const, result: { receipt: `r-${line + 1}` } };
+      });
+    },
+  }),
+};
+
+export interface Recorded {
+  name: string;
+  workflowId: string;
+  /** The history as the client fetched it: a prefix for a run still open. */
+  history: unknown;
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs every scenario on `taskQueue` (whose worker runs test/histories/workflows.ts's frozen
+ * callers) and returns their histories, named as test/histories/0.1.0/ names them.
+ */
+export async function runScenarios(
+  client: Client,
+  taskQueue: string,
+  tag: string,
+): Promise<Recorded[]> {
+  const recorded: Recorded[] = [];
+  let sequence = 0;
+  const activity = { heartbeatTimeout: '10 seconds', startToCloseTimeout: '1 minute' };
+  const start = (workflow: string, args: unknown[]): Promise<WorkflowHandle> =>
+    client.workflow.start(workflow, {
+      taskQueue,
+      workflowId: `rollback-${tag}-${workflow}-${Date.now().toString(36)}-${++sequence}`,
+      args,
+    });
+  const record = async (name: string, handle: WorkflowHandle) => {
+    recorded.push({ name, workflowId: handle.workflowId, history: await handle.fetchHistory() });
+  };
+  const reconcileIn = async (key: string, state: ReconcileStatus['state']) => {
+    const handle = client.workflow.getHandle(reconcileWorkflowId(key));
+    await waitFor(`reconcile/${key} to be ${state}`, async () => {
+      const status = await handle.query(statusQuery);
+      return status.state === state ? status : undefined;
+    });
+    return handle;
+  };
+  const keyOf = (handle: WorkflowHandle) => `${handle.workflowId}/pay`;
+
+  const applied = await start('guarded', ['order', { account: `${tag}-1`, amount: 5 }, activity]);
+  await applied.result();
+  await record('caller-applied', applied);
+
+  const replayed = await start('guardedTwice', [
+    'order',
+    { account: `${tag}-2`, amount: 6 },
+    { ...activity, step: 'pay' },
+  ]);
+  await replayed.result();
+  await record('caller-replayed', replayed);
+
+  const bySignal = await start('guarded', [
+    'order',
+    { account: `${tag}-3`, amount: 7, fail: 'after-write' },
+    { ...activity, step: 'pay', recheckEvery: '1 second' },
+  ]);
+  const signalled = await reconcileIn(keyOf(bySignal), 'waiting');
+  await signalled.signal(resolveSignal, { applied: 'yes' } as never);
+  await sleep(3_500);
+  await record('caller-waiting', bySignal);
+  await record('reconcile-waiting', signalled);
+  await signalled.signal(resolveSignal, {
+    applied: true,
+    result: { receipt: 'r-3' },
+    reason: 'the bank export lists it',
+    by: 'ops@example.com',
+  });
+  await bySignal.result();
+  await record('caller-reconciled-applied', bySignal);
+  await signalled.result();
+  await record('reconcile-resolved-signal', signalled);
+
+  const byUpdate = await start('guarded', [
+    'probedOrder',
+    { account: `${tag}-4`, amount: 8, fail: 'before-write', blindProbe: true },
+    { ...activity, step: 'pay' },
+  ]);
+  const updated = await reconcileIn(keyOf(byUpdate), 'waiting');
+  await updated.executeUpdate(resolveUpdate, {
+    args: [{ applied: false, reason: 'not in the bank export', by: 'ops@example.com' }],
+  });
+  await byUpdate.result();
+  await record('caller-reconciled-not-applied', byUpdate);
+  await updated.result();
+  await record('reconcile-resolved-update', updated);
+
+  const byProbe = await start('guarded', [
+    'probedOrder',
+    { account: `${tag}-5`, amount: 9, fail: 'after-write' },
+    { ...activity, step: 'pay' },
+  ]);
+  await byProbe.result();
+  await record('caller-reconciled-probe', byProbe);
+  const probed = client.workflow.getHandle(reconcileWorkflowId(keyOf(byProbe)));
+  await probed.result();
+  await record('reconcile-probed', probed);
+
+  // Cancelled while the apply runs: the caller's cancellation type decides how it ends.
+  const cancelled = await start('guarded', [
+    'order',
+    { account: `${tag}-6`, amount: 10, slowMs: 2_000 },
+    { ...activity, step: 'pay' },
+  ]);
+  await waitFor('the apply to start', async () => applying.has(keyOf(cancelled)) || undefined);
+  await cancelled.cancel();
+  await cancelled.result().catch(() => undefined);
+  await record('caller-cancelled', cancelled);
+
+  return recorded;
+}
