@@ -432,7 +432,10 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     const pending = () => offer !== undefined || (probeFor !== undefined && !probed);
     const dueIn = remindAt === undefined ? remindEveryMs : Math.max(remindAt - Date.now(), 1);
     remindAt = Date.now() + dueIn;
-    const woken = await condition(() => pending() || recheckAsked || handOver(), dueIn);
+    // A `recheck` signal wakes the wait only in runs that read the store on it: a run held to
+    // 0.1's commands (which knew no such signal) must not cancel its reminder's timer for one.
+    const rechecking = () => recheckAsked && takePatch(RECHECK_STORE_PATCH);
+    const woken = await condition(() => pending() || rechecking() || handOver(), dueIn);
     if (!woken || (recheckAsked && !pending())) {
       const reminder = !woken;
       const asked = recheckAsked;

@@ -1,6 +1,7 @@
 /**
  * The scenarios of test/histories/record.ts (applied, replayed, waiting, reconciled by signal,
- * Update and probe) plus a caller cancelled while its effect applies, driven on the dev server
+ * Update and probe), a `recheck` signal before the Update, and a caller cancelled while its
+ * effect applies, driven on the dev server
  * against one worker and kept in memory: the rollback test records them with and without
  * `compatibleWith` and replays them with 0.1.0's workflow code.
  */
@@ -9,6 +10,7 @@ import { defineEffect } from '../../src/activities/index.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import {
   type ReconcileStatus,
+  recheckSignal,
   reconcileWorkflowId,
   resolveSignal,
   resolveUpdate,
@@ -156,6 +158,9 @@ export async function runScenarios(
     { ...activity, step: 'pay' },
   ]);
   const updated = await reconcileIn(keyOf(byUpdate), 'waiting');
+  // As `sideeffect resolve` sends after a verdict recorded in the store only (here: none yet).
+  await updated.signal(recheckSignal);
+  await sleep(1_500);
   await updated.executeUpdate(resolveUpdate, {
     args: [{ applied: false, reason: 'not in the bank export', by: 'ops@example.com' }],
   });
