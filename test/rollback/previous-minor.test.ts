@@ -22,6 +22,7 @@ import { InvalidActionError } from '../../src/core/errors.js';
 import { heldPatches, workflowPatches } from '../../src/protocol/patches.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { createWorker, SideEffectPlugin } from '../../src/worker/index.js';
+import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
 import { HISTORIES_DIR, releasedManifests } from '../histories/manifest.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
 import { effects, type Recorded, runScenarios } from './scenarios.js';
@@ -81,6 +82,31 @@ async function replayFailures(
   return failures;
 }
 
+interface MarkerEvent {
+  markerRecordedEventAttributes?: {
+    markerName?: string | null;
+    details?: Record<string, { payloads?: Array<{ data?: Uint8Array | null }> | null }> | null;
+  } | null;
+}
+
+/** The patch ids whose markers a fetched history records, in order. */
+function patchesIn(history: unknown): string[] {
+  return ((history as { events: MarkerEvent[] }).events ?? []).flatMap((event) => {
+    const marker = event.markerRecordedEventAttributes;
+    if (marker?.markerName !== 'core_patch') return [];
+    const data = marker.details?.['patch-data']?.payloads?.[0]?.data;
+    return data ? [(JSON.parse(Buffer.from(data).toString('utf8')) as { id: string }).id] : [];
+  });
+}
+
+async function waitUntil(check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!(await check().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 /** The released 0.1.0 histories, as replay input. */
 async function released(): Promise<Recorded[]> {
   const manifest = (await releasedManifests()).find((entry) => entry.version === '0.1.0')!;
@@ -128,16 +154,23 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
 
   it('holds every patch 0.1 does not know: no marker in any run it executed', () => {
     expect(heldPatches('0.1').sort()).toEqual(Object.keys(workflowPatches).sort());
-    const markers = (histories: Recorded[]) =>
-      histories.flatMap((entry) =>
-        (entry.history as { events: Array<{ markerRecordedEventAttributes?: unknown }> }).events
-          .filter((event) => event.markerRecordedEventAttributes)
-          .map(() => entry.name),
-      );
-    expect(markers(compatible)).toEqual([]);
-    // Without the option every scenario takes at least one patch (the test can fail).
-    expect(new Set(markers(unrestricted))).toEqual(
-      new Set(unrestricted.map((entry) => entry.name)),
+    const taken = (histories: Recorded[]) =>
+      Object.fromEntries(histories.map((entry) => [entry.name, patchesIn(entry.history)]));
+    expect(Object.values(taken(compatible)).flat()).toEqual([]);
+    // Without the option every scenario takes patches (so the replay below can fail), each of
+    // them one the registry knows, and together every patch these scenarios reach.
+    const unheld = taken(unrestricted);
+    for (const [name, ids] of Object.entries(unheld))
+      expect(ids.length, `${name} takes a patch`).toBeGreaterThan(0);
+    expect(new Set(Object.values(unheld).flat())).toEqual(
+      new Set([
+        'sideeffect-effect-wait-cancellation',
+        'sideeffect.namespaced-activities',
+        'sideeffect-recheck-backoff',
+        'sideeffect-reconciled-reads-store',
+        'sideeffect-reconcile-recheck-store',
+        'sideeffect-verdict-context',
+      ]),
     );
   });
 
@@ -174,6 +207,87 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
     expect(await replayFailures(plain, everything)).toEqual({});
     // Set after runs took patches, it keeps them: those histories replay as they were made.
     expect(await replayFailures(held, everything)).toEqual({});
+  }, 180_000);
+});
+
+describe('compatibleWith set after runs took patches', () => {
+  it('a run that took patches finishes on a worker with the option and replays either way', async () => {
+    const store = new MemoryStore();
+    const taskQueue = uniqueTaskQueue('rollback-mixed');
+    const workerOn = (compatibleWith?: '0.1') =>
+      createWorker({
+        store,
+        effects,
+        ttlMs: 5_000,
+        remindEveryMs: 1_000,
+        sweepEveryMs: 0,
+        client,
+        connection: native,
+        namespace: TEMPORAL_NAMESPACE,
+        taskQueue,
+        workflowsPath: CALLERS,
+        // No sticky cache: the second worker takes over at once instead of after a timeout.
+        workerOptions: { maxCachedWorkflows: 0 },
+        ...(compatibleWith ? { compatibleWith } : {}),
+      });
+    const before = await workerOn();
+    const runningBefore = before.run();
+    const caller = await client.workflow.start('guarded', {
+      taskQueue,
+      workflowId: `rollback-mixed-${Date.now().toString(36)}`,
+      args: [
+        'order',
+        { account: 'mixed', amount: 11, fail: 'after-write' },
+        { heartbeatTimeout: '10 seconds', step: 'pay', recheckEvery: '1 second' },
+      ],
+    });
+    const reconcile = client.workflow.getHandle(reconcileWorkflowId(`${caller.workflowId}/pay`));
+    await waitUntil(async () => (await reconcile.query(statusQuery)).state === 'waiting');
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    before.shutdown();
+    await runningBefore;
+
+    const after = await workerOn('0.1');
+    const runningAfter = after.run();
+    try {
+      await reconcile.signal(resolveSignal, {
+        applied: true,
+        result: { receipt: 'r-mixed' },
+        reason: 'found',
+        by: 'ops@example.com',
+      });
+      expect(await caller.result()).toMatchObject({
+        outcome: 'reconciled',
+        result: { receipt: 'r-mixed' },
+      });
+      await reconcile.result();
+    } finally {
+      after.shutdown();
+      await runningAfter;
+    }
+    const histories: Recorded[] = [
+      { name: 'caller', workflowId: caller.workflowId, history: await caller.fetchHistory() },
+      {
+        name: 'reconcile',
+        workflowId: reconcile.workflowId,
+        history: await reconcile.fetchHistory(),
+      },
+    ];
+    // Patches taken before the switch stay taken; those first asked after it are held.
+    const [callerPatches, reconcilePatches] = histories.map((entry) => patchesIn(entry.history));
+    expect(callerPatches).toContain('sideeffect-effect-wait-cancellation');
+    expect(callerPatches).toContain('sideeffect.namespaced-activities');
+    expect(callerPatches).not.toContain('sideeffect-reconciled-reads-store');
+    expect(reconcilePatches).toContain('sideeffect.namespaced-activities');
+    expect(reconcilePatches).not.toContain('sideeffect-verdict-context');
+    const plain = await bundleWorkflowCode({ workflowsPath: CALLERS, logger: quiet });
+    const held = await bundleWorkflowCode({
+      workflowsPath: CALLERS,
+      logger: quiet,
+      plugins: [new SideEffectPlugin({ store, effects, ttlMs: 5_000, compatibleWith: '0.1' })],
+    });
+    expect(await replayFailures(plain, histories)).toEqual({});
+    expect(await replayFailures(held, histories)).toEqual({});
   }, 180_000);
 });
 
