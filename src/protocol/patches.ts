@@ -56,7 +56,7 @@ export function heldPatches(version: CompatibleWith): WorkflowPatchId[] {
 
 /**
  * The global the bundler replaces with the worker's setting (webpack's DefinePlugin), so the
- * workflow code of the user's bundle, where `sideEffect()` runs, reads the plugin's option.
+ * workflow code of the user's bundle, where effect calls run, reads the plugin's option.
  */
 export const COMPATIBLE_WITH_GLOBAL = '__SIDEEFFECT_COMPATIBLE_WITH__';
 

@@ -30,7 +30,7 @@ export function checkedCompatibleWith(value: unknown): CompatibleWith | undefine
 /**
  * `bundlerOptions` (the host's own webpack hook kept) whose bundle holds the workflow patches
  * `version` does not know: the workflow code reads the setting from a global webpack defines, as
- * the caller-side `sideEffect()` runs in the host's bundle, where no worker option reaches.
+ * the effect calls run in the host's bundle, where no worker option reaches.
  */
 export function defineCompatibleWith(
   bundlerOptions: BundlerOptions | undefined,

@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidActionError } from '../../src/core/errors.js';
 import { heldPatches, workflowPatches } from '../../src/protocol/patches.js';
 import { MemoryStore } from '../../src/store/memory.js';
-import { createWorker, SideEffectPlugin } from '../../src/worker/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
 import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
 import { HISTORIES_DIR, releasedManifests } from '../histories/manifest.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
@@ -41,21 +41,38 @@ let client: Client;
 let compatible: Recorded[];
 let unrestricted: Recorded[];
 
-async function recordOn(tag: string, compatibleWith?: '0.1'): Promise<Recorded[]> {
-  const taskQueue = uniqueTaskQueue(`rollback-${tag}`);
-  const worker = await createWorker({
-    store: new MemoryStore(),
-    effects,
-    ttlMs: 5_000,
-    remindEveryMs: 1_000,
-    sweepEveryMs: 0,
-    client,
+/** A Worker with the plugin (reminders every second) running the frozen callers or `bundle`. */
+function workerOn(options: {
+  taskQueue: string;
+  compatibleWith?: '0.1' | undefined;
+  store?: MemoryStore;
+  workflowBundle?: WorkflowBundleWithSourceMap;
+  maxCachedWorkflows?: number;
+}): Promise<Worker> {
+  const { taskQueue, compatibleWith, store, workflowBundle, maxCachedWorkflows } = options;
+  return Worker.create({
     connection: native,
     namespace: TEMPORAL_NAMESPACE,
     taskQueue,
-    workflowsPath: CALLERS,
-    ...(compatibleWith ? { compatibleWith } : {}),
+    ...(workflowBundle ? { workflowBundle } : { workflowsPath: CALLERS }),
+    ...(maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows }),
+    plugins: [
+      new SideEffectPlugin({
+        store: store ?? new MemoryStore(),
+        effects,
+        ttlMs: 5_000,
+        remindEveryMs: 1_000,
+        sweepEveryMs: 0,
+        client,
+        ...(compatibleWith ? { compatibleWith } : {}),
+      }),
+    ],
   });
+}
+
+async function recordOn(tag: string, compatibleWith?: '0.1'): Promise<Recorded[]> {
+  const taskQueue = uniqueTaskQueue(`rollback-${tag}`);
+  const worker = await workerOn({ taskQueue, compatibleWith });
   const running = worker.run();
   try {
     return await runScenarios(client, taskQueue, tag);
@@ -147,6 +164,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
       'reconcile-resolved-update',
       'caller-reconciled-probe',
       'reconcile-probed',
+      'caller-fan-out',
       'caller-cancelled',
     ]);
     expect(unrestricted.map((entry) => entry.name)).toEqual(names);
@@ -214,23 +232,8 @@ describe('compatibleWith set after runs took patches', () => {
   it('a run that took patches finishes on a worker with the option and replays either way', async () => {
     const store = new MemoryStore();
     const taskQueue = uniqueTaskQueue('rollback-mixed');
-    const workerOn = (compatibleWith?: '0.1') =>
-      createWorker({
-        store,
-        effects,
-        ttlMs: 5_000,
-        remindEveryMs: 1_000,
-        sweepEveryMs: 0,
-        client,
-        connection: native,
-        namespace: TEMPORAL_NAMESPACE,
-        taskQueue,
-        workflowsPath: CALLERS,
-        // No sticky cache: the second worker takes over at once instead of after a timeout.
-        workerOptions: { maxCachedWorkflows: 0 },
-        ...(compatibleWith ? { compatibleWith } : {}),
-      });
-    const before = await workerOn();
+    // No sticky cache: the second worker takes over at once instead of after a timeout.
+    const before = await workerOn({ taskQueue, store, maxCachedWorkflows: 0 });
     const runningBefore = before.run();
     const caller = await client.workflow.start('guarded', {
       taskQueue,
@@ -247,7 +250,12 @@ describe('compatibleWith set after runs took patches', () => {
     before.shutdown();
     await runningBefore;
 
-    const after = await workerOn('0.1');
+    const after = await workerOn({
+      taskQueue,
+      store,
+      maxCachedWorkflows: 0,
+      compatibleWith: '0.1',
+    });
     const runningAfter = after.run();
     try {
       await reconcile.signal(resolveSignal, {
@@ -332,19 +340,7 @@ describe('compatibleWith is checked', () => {
     const held = await bundleWith('0.1');
     const plain = await bundleWith();
     const create = (workflowBundle: WorkflowBundleWithSourceMap, compatibleWith?: '0.1') =>
-      createWorker({
-        store: new MemoryStore(),
-        effects,
-        ttlMs: 5_000,
-        sweepEveryMs: 0,
-        searchAttributes: false,
-        client,
-        connection: native,
-        namespace: TEMPORAL_NAMESPACE,
-        taskQueue: uniqueTaskQueue('rollback-bundle'),
-        workflowBundle,
-        ...(compatibleWith ? { compatibleWith } : {}),
-      });
+      workerOn({ taskQueue: uniqueTaskQueue('rollback-bundle'), workflowBundle, compatibleWith });
     await expect(create(plain, '0.1')).rejects.toThrow(
       /workflowBundle was built without compatibleWith but SideEffectPlugin's compatibleWith is '0\.1'/,
     );
@@ -353,6 +349,6 @@ describe('compatibleWith is checked', () => {
     );
     // Accepted: each runs (and stops) as a Worker, which also releases the shared connection.
     for (const worker of [await create(held, '0.1'), await create(plain)])
-      await worker.worker.runUntil(new Promise((resolve) => setTimeout(resolve, 200)));
+      await worker.runUntil(new Promise((resolve) => setTimeout(resolve, 200)));
   }, 120_000);
 });

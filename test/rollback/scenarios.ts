@@ -1,7 +1,7 @@
 /**
  * The scenarios of test/histories/record.ts (applied, replayed, waiting, reconciled by signal,
- * Update and probe), a `recheck` signal before the Update, and a caller cancelled while its
- * effect applies, driven on the dev server
+ * Update and probe), a `recheck` signal before the Update, a fan-out, and a caller cancelled
+ * while its effect applies, driven on the dev server
  * against one worker and kept in memory: the rollback test records them with and without
  * `compatibleWith` and replays them with 0.1.0's workflow code.
  */
@@ -179,6 +179,16 @@ export async function runScenarios(
   const probed = client.workflow.getHandle(reconcileWorkflowId(keyOf(byProbe)));
   await probed.result();
   await record('reconcile-probed', probed);
+
+  // Five orders, at most two at a time: which activities each workflow task schedules.
+  const fannedOut = await start('fanOut', [
+    'order',
+    [1, 2, 3, 4, 5].map((n) => ({ account: `${tag}-7-${n}`, amount: n })),
+    2,
+    activity,
+  ]);
+  await fannedOut.result();
+  await record('caller-fan-out', fannedOut);
 
   // Cancelled while the apply runs: the caller's cancellation type decides how it ends.
   const cancelled = await start('guarded', [

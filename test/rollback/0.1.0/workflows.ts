@@ -7,6 +7,7 @@ import {
   runSideEffect,
   type SideEffectOptions,
   type SideEffectOutcome,
+  sideEffects,
 } from './src/workflows/index.js';
 
 export { ReconcileWorkflow } from './src/workflows/index.js';
@@ -29,4 +30,17 @@ export async function guardedTwice(
   const first = await runSideEffect(effect, input, options);
   const second = await runSideEffect(effect, input, options);
   return [first, second];
+}
+
+/** One effect over `inputs`, fanned out at most `limit` at a time (as test/histories/workflows.ts has it since 0.2). */
+export async function fanOut(
+  effect: string,
+  inputs: unknown[],
+  limit: number,
+  options: SideEffectOptions = {},
+): Promise<PromiseSettledResult<SideEffectOutcome<unknown>>[]> {
+  return sideEffects(
+    inputs.map((input) => ({ effect, input })),
+    { ...options, limit },
+  );
 }
