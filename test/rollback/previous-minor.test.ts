@@ -299,6 +299,52 @@ describe('compatibleWith set after runs took patches', () => {
   }, 180_000);
 });
 
+describe("compatibleWith on a Worker that runs the library's own workflows", () => {
+  it('builds the setting into the bundle the plugin makes of them', async () => {
+    const activityTypes = async (compatibleWith?: '0.1') => {
+      const taskQueue = uniqueTaskQueue('rollback-own');
+      const worker = await Worker.create({
+        connection: native,
+        namespace: TEMPORAL_NAMESPACE,
+        taskQueue,
+        plugins: [
+          new SideEffectPlugin({
+            store: new MemoryStore(),
+            effects,
+            ttlMs: 5_000,
+            sweepEveryMs: 0,
+            client,
+            ...(compatibleWith ? { compatibleWith } : {}),
+          }),
+        ],
+      });
+      const key = `${taskQueue}/own`;
+      return worker.runUntil(async () => {
+        const handle = await client.workflow.start('ReconcileWorkflow', {
+          taskQueue,
+          workflowId: reconcileWorkflowId(key),
+          args: [{ key, resource: 'own', reason: 'test', searchAttributes: false }],
+        });
+        // The store never saw the key, so the reconcile ends at its first store read.
+        await handle.result();
+        const history = await handle.fetchHistory();
+        return {
+          patches: patchesIn(history),
+          scheduled: (history.events ?? []).flatMap((event) => {
+            const name = event.activityTaskScheduledEventAttributes?.activityType?.name;
+            return name ? [name] : [];
+          }),
+        };
+      });
+    };
+    expect(await activityTypes('0.1')).toEqual({ patches: [], scheduled: ['inspectKey'] });
+    expect(await activityTypes()).toEqual({
+      patches: ['sideeffect.namespaced-activities'],
+      scheduled: ['sideeffect.inspectKey'],
+    });
+  }, 120_000);
+});
+
 describe('compatibleWith is checked', () => {
   it('refuses a version it does not know', () => {
     const create = (version: unknown) =>
