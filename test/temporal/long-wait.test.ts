@@ -3,7 +3,9 @@
  * and hundreds of reminders must not grow one run's history without bound nor
  * break the status query, and the waiting caller must still get the verdict
  * after its ReconcileWorkflow continued as new. `npm test` sends enough to
- * cross the event bound once; `npm run test:long` sends the soak's thousands.
+ * cross the event bound (two bursts) and waits for a few reminders, one of
+ * them in a run after the hand-over; `npm run test:long` sends the soak's
+ * thousands and waits for hundreds of reminders.
  */
 import type { WorkflowHandle } from '@temporalio/client';
 import { Runtime } from '@temporalio/worker';
@@ -59,9 +61,13 @@ type HistoryEvent = Record<string, unknown>;
 /** The ReconcileWorkflow's own bound: past it, a run continues as new at its next quiet task. */
 const EVENT_BOUND = 500;
 
-/** Malformed signals, then one huge one: past EVENT_BOUND, so at least one continue-as-new. */
-const MALFORMED = sized(749, 1_999);
-const REMINDERS = sized(60, 500);
+/**
+ * Malformed signals, then one huge one: their events alone are past EVENT_BOUND, so at least one
+ * run hands over. Reminders fire about one a second on the dev server (a timer of 100 ms is a
+ * workflow task apart from the next): the quick size counts on a few, the soak on hundreds.
+ */
+const MALFORMED = sized(500, 1_999);
+const REMINDERS = sized(10, 500);
 
 /** Waits until the newest run of the workflow has fewer events than `bound`. */
 async function newestRunUnder(handle: WorkflowHandle, bound: number): Promise<void> {
@@ -151,15 +157,20 @@ describe('a reconcile that waits for months', () => {
     sent += 1;
     expect(sent).toBe(MALFORMED + 1);
     // Reminders fire one workflow task apart: on a loaded machine that is up to a second each.
+    // The newest run must fire one too: the reminder's schedule survives the hand-over.
     const deadline = Date.now() + 900_000;
     for (;;) {
       const fired = count(
         (await runsOf(h, key)).flatMap((run) => run.events),
         'timerFiredEventAttributes',
       );
-      if (fired >= REMINDERS) break;
-      if (Date.now() > deadline) throw new Error(`only ${fired} reminders fired`);
-      await new Promise((resolve) => setTimeout(resolve, 10_000));
+      const newest = (await reconcile.fetchHistory()).events ?? [];
+      const firedInNewest = count(newest as HistoryEvent[], 'timerFiredEventAttributes');
+      if (fired >= REMINDERS && firedInNewest > 0) break;
+      if (Date.now() > deadline)
+        throw new Error(`only ${fired} reminders fired (${firedInNewest} in the newest run)`);
+      // Every poll reads each run's history (one holds the 1.5 MB input): not too often.
+      await new Promise((resolve) => setTimeout(resolve, sized(2_000, 10_000)));
     }
 
     const waiting = await reconcile.query(statusQuery);

@@ -1,0 +1,102 @@
+/**
+ * The `sideeffect` command's owner-side commands: migrate (and its --status, --dry-run and
+ * --print-sql forms) and purge, with its refusals. Needs Postgres alone. Shared setup: fixture.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { environment, main } from '../../src/cli/main.js';
+import { encodeJson } from '../../src/core/index.js';
+import { databaseUrl, freshSchema } from '../support/postgres.js';
+import { asOwner, cliFixture } from './fixture.js';
+
+const fx = cliFixture('cli_owner');
+const { cli, uncertainKey } = fx;
+
+describe('sideeffect migrate and purge against Postgres', () => {
+  it('migrate applies once, then says it is up to date', async () => {
+    const empty = await freshSchema('cli_migrate');
+    try {
+      const first = await cli(['migrate'], { ...asOwner, SIDEEFFECT_SCHEMA: empty.schema });
+      expect(first).toMatchObject({ code: 0 });
+      expect(first.stdout).toMatch(/applied 0001_init/);
+      const again = await cli(['migrate', '--json'], {
+        ...asOwner,
+        SIDEEFFECT_SCHEMA: empty.schema,
+      });
+      expect(again.code).toBe(0);
+      expect(JSON.parse(again.stdout)).toEqual({ schema: empty.schema, applied: [] });
+    } finally {
+      await empty.drop();
+    }
+  });
+
+  it('migrate --status and --dry-run list applied and pending, and change nothing', async () => {
+    const empty = await freshSchema('cli_status');
+    try {
+      const env = { ...asOwner, SIDEEFFECT_SCHEMA: empty.schema };
+      const before = JSON.parse((await cli(['migrate', '--status', '-o', 'json'], env)).stdout);
+      expect(before.applied).toEqual([]);
+      expect(before.pending[0]).toBe('0001_init.sql');
+      const dry = await cli(['migrate', '--dry-run'], env);
+      expect(dry.code).toBe(0);
+      expect(dry.stdout).toMatch(/would apply 0001_init.sql, .* \(dry run: nothing changed\)/);
+      const still = JSON.parse((await cli(['migrate', '--status', '--json'], env)).stdout);
+      expect(still.pending).toEqual(before.pending);
+      expect((await cli(['migrate'], env)).code).toBe(0);
+      const after = JSON.parse((await cli(['migrate', '--status', '-o', 'json'], env)).stdout);
+      expect(after.pending).toEqual([]);
+      expect(after.applied.map((m: { name: string }) => m.name)).toEqual(before.pending);
+      expect(after.applied[0].appliedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+      const text = await cli(['migrate', '--status'], env);
+      expect(text.stdout).toMatch(/0 pending/);
+      const sql = JSON.parse((await cli(['migrate', '--print-sql', '-o', 'json'], env)).stdout);
+      expect(sql).toMatchObject({
+        schema: empty.schema,
+        sql: expect.stringContaining('create schema'),
+      });
+    } finally {
+      await empty.drop();
+    }
+  });
+
+  it('purge deletes old done keys only', async () => {
+    const doubtful = await uncertainKey();
+    const done = { key: 'order-purge/charge', resource: 'card-purge' };
+    await fx.runner.execute(done, async () => encodeJson('ok'));
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    // No terminal to ask (as in cron and CI): refused without --yes, nothing deleted.
+    const unasked = await cli(['purge', '--older-than', '1s', '--force'], asOwner);
+    expect(unasked.code).toBe(2);
+    expect(unasked.stderr).toMatch(/purge needs --yes when stdin or stdout is not a terminal/);
+    // Below the floor (7 days) without --force: refused, nothing deleted.
+    const young = await cli(['purge', '--older-than', '1s', '--yes', '--json'], asOwner);
+    expect(young.code).toBe(1);
+    expect(JSON.parse(young.stdout).error.code).toBe('PURGE_BELOW_FLOOR');
+    expect(young.stderr).toMatch(/--force/);
+    expect((await fx.store.inspect(done.key))?.state).toBe('done');
+    // On a terminal, a question; anything but yes deletes nothing.
+    const env = {
+      ...environment(),
+      database: { connectionString: databaseUrl() },
+      schema: fx.db.schema,
+    };
+    const asked: string[] = [];
+    const answer = (yes: boolean) => async (question: string) => {
+      asked.push(question);
+      return yes;
+    };
+    const silent = { out: () => {}, err: () => {} };
+    const args = ['purge', '--older-than', '1s', '--force'];
+    expect(await main(args, { ...silent, confirm: answer(false) }, env)).toBe(1);
+    expect(asked[0]).toMatch(/^purge done keys older than 1 s from schema .*\[y\/N\] $/);
+    expect((await fx.store.inspect(done.key))?.state).toBe('done');
+    expect(await main(args, { ...silent, confirm: answer(true) }, env)).toBe(0);
+    expect(await fx.store.inspect(done.key)).toBeUndefined();
+    const purged = await cli(
+      ['purge', '--older-than', '1s', '--yes', '--force', '--json'],
+      asOwner,
+    );
+    expect(purged.code).toBe(0);
+    expect(JSON.parse(purged.stdout).purged).toBe(0);
+    expect((await fx.store.inspect(doubtful.key))?.state).toBe('uncertain');
+  });
+});
