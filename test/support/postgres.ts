@@ -125,9 +125,25 @@ export async function databaseWithDefaultIsolation(
         if (error.code !== '42P04' && error.code !== '23505') throw error; // made meanwhile
       });
     }
-    await admin.query(
-      `alter database ${quoteIdent(name)} set default_transaction_isolation to '${level}'`,
-    );
+    // Several files ask at once: only the first run (or a database whose setting was changed)
+    // alters it, and two concurrent alters fail one of them with "tuple concurrently updated".
+    for (let attempt = 1; ; attempt++) {
+      const { rowCount: set } = await admin.query(
+        `select from pg_db_role_setting s join pg_database d on d.oid = s.setdatabase
+          where d.datname = $1 and s.setrole = 0 and $2 = any(s.setconfig)`,
+        [name, `default_transaction_isolation=${level}`],
+      );
+      if (set !== 0) break;
+      try {
+        await admin.query(
+          `alter database ${quoteIdent(name)} set default_transaction_isolation to '${level}'`,
+        );
+        break;
+      } catch (error) {
+        if (attempt >= 5 || !/tuple concurrently updated/.test(String(error))) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+      }
+    }
   } finally {
     await admin.end();
   }
