@@ -60,17 +60,19 @@ const alone = ['test/temporal/long-wait.test.ts'];
  * only ordered later; nothing is skipped.
  */
 const slowest = [
-  'test/faults/mixed.test.ts',
+  'test/e2e/user-app.test.ts',
   'test/packaging/packaging.test.ts',
   'test/e2e/quickstart.test.ts',
-  'test/faults/bad-input.test.ts',
-  'test/temporal/long-wait.test.ts',
-  'test/cli/cli-resolve-store.test.ts',
+  'test/faults/mixed.test.ts',
+  'test/e2e/ui-resolve.test.ts',
+  'test/temporal/sweeper.test.ts',
   'test/cli/cli-resolve-workflow.test.ts',
   'test/cli/resolve-batch.test.ts',
+  'test/cli/cli-resolve-store.test.ts',
+  'test/e2e/ui-codec.test.ts',
   'test/cli/cli-read.test.ts',
-  'test/temporal/sweeper.test.ts',
-  'test/e2e/ui-resolve.test.ts',
+  'test/faults/bad-input.test.ts',
+  'test/temporal/long-wait.test.ts',
   'test/store/postgres-hostile.test.ts',
   'test/store/postgres-roles.test.ts',
 ];
