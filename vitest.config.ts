@@ -62,6 +62,7 @@ const alone = ['test/temporal/long-wait.test.ts'];
 const slowest = [
   'test/e2e/user-app.test.ts',
   'test/packaging/packaging.test.ts',
+  'test/worker/late-search-attributes.test.ts',
   'test/e2e/quickstart.test.ts',
   'test/faults/mixed.test.ts',
   'test/e2e/ui-resolve.test.ts',
