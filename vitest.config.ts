@@ -65,6 +65,7 @@ const slowest = [
   'test/worker/late-search-attributes.test.ts',
   'test/e2e/quickstart.test.ts',
   'test/faults/mixed.test.ts',
+  'test/rollback/previous-minor.test.ts',
   'test/e2e/ui-resolve.test.ts',
   'test/temporal/sweeper.test.ts',
   'test/cli/cli-resolve-workflow.test.ts',
