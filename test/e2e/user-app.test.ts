@@ -48,8 +48,9 @@ const run = promisify(execFile);
 
 /**
  * The supported range's ends (package.json's peers). Below 1.15.1 this test fails: on 1.14.2 a
- * waiting workflow woken by a signal ends "Workflow cancelled" once another one finished on the
- * worker, and 1.15.0 and 1.16.0 bundle workflows that never wake (docs/production.md).
+ * workflow woken out of `condition()` ends "Workflow cancelled" once another one finished on the
+ * worker (the SDK's bug, sdk-typescript#1866), and 1.15.0 and 1.16.0 bundle workflows that never
+ * wake (docs/production.md).
  */
 const SDKS = [
   { sdk: '1.15.1', envconfig: '1.15.0' },
