@@ -102,18 +102,17 @@ export async function main(
     io.out(packageVersion());
     return EXIT.ok;
   }
-  if (command.name === 'codec-server') return serveCodec(command, options, io, env);
+  const fail = failer(options.output, io);
+  if (command.name === 'codec-server') return serveCodec(command, options, io, env, fail);
   const schema = options.schema ?? env.schema;
   try {
     quoteSchema(schema);
   } catch (error) {
     if (!(error instanceof InvalidSchemaError)) throw error;
-    io.err(`sideeffect: --schema/SIDEEFFECT_SCHEMA: ${error.message}`);
-    if (options.output !== 'text')
-      io.out(
-        JSON.stringify({ error: { code: error.code, rule: error.rule, message: error.message } }),
-      );
-    return EXIT.usage;
+    return fail(error.code, `--schema/SIDEEFFECT_SCHEMA: ${error.message}`, EXIT.usage, {
+      rule: error.rule,
+      message: error.message,
+    });
   }
   if (command.name === 'migrate' && command.printGrants) {
     output.out(grantsScript({ schema, ...command.printGrants }));
@@ -136,10 +135,7 @@ export async function main(
       dataConverter = await loadDataConverter(converterPath);
     } catch (error) {
       if (!(error instanceof UsageError)) throw error;
-      io.err(`sideeffect: ${error.message}`);
-      if (options.output !== 'text')
-        io.out(JSON.stringify({ error: { code: error.code, message: error.message } }));
-      return EXIT.usage;
+      return fail(error.code, error.message, EXIT.usage);
     }
   }
   const pool = new pg.Pool({
@@ -151,14 +147,6 @@ export async function main(
   const store = new PgStore({ pool, schema });
   const temporalClient = (connection: Connection, namespace: string) =>
     new Client({ connection, namespace, ...(dataConverter ? { dataConverter } : {}) });
-  const fail = (code: string, message: string, exit: number, details: object = {}) => {
-    io.err(`sideeffect: ${message}`);
-    if (options.output !== 'text')
-      io.out(
-        JSON.stringify({ error: { code, message: maskConnectionString(message), ...details } }),
-      );
-    return exit;
-  };
   const temporal = () =>
     env.temporal({
       address: options.address,
@@ -191,6 +179,23 @@ export async function main(
   }
 }
 
+/** Reports a failure on stderr (and as `{"error": {code, message}}` in JSON) and returns the exit code. */
+type Fail = (code: string, message: string, exit: number, details?: object) => number;
+
+function failer(
+  output: Output,
+  io: { out: (line: string) => void; err: (line: string) => void },
+): Fail {
+  return (code, message, exit, details = {}) => {
+    io.err(`sideeffect: ${message}`);
+    if (output !== 'text')
+      io.out(
+        JSON.stringify({ error: { code, message: maskConnectionString(message), ...details } }),
+      );
+    return exit;
+  };
+}
+
 /** `--json` or `-o json|jsonl` anywhere: a usage error is then answered in JSON too. */
 function wantsJson(argv: string[]): boolean {
   return argv.some(
@@ -221,8 +226,7 @@ interface Context {
   schema: string;
   temporal: () => ClusterSettings;
   print: (human: string, json: unknown) => void;
-  /** Reports a failure on stderr (and as `{"error": {code, message}}` in JSON) and returns the exit code. */
-  fail: (code: string, message: string, exit: number, details?: object) => number;
+  fail: Fail;
   io: { out: (line: string) => void; err: (line: string) => void };
   /** A Client through the app's data converter, when one was given. */
   temporalClient: (connection: Connection, namespace: string) => Client;
@@ -422,12 +426,8 @@ async function serveCodec(
   options: GlobalOptions,
   io: { out: (line: string) => void; err: (line: string) => void },
   env: CliEnvironment,
+  fail: Fail,
 ): Promise<number> {
-  const fail = (code: string, message: string, exit: number) => {
-    io.err(`sideeffect: ${message}`);
-    if (options.output !== 'text') io.out(JSON.stringify({ error: { code, message } }));
-    return exit;
-  };
   const modulePath = command.dataConverter ?? env.dataConverterPath;
   if (!modulePath)
     return fail(

@@ -64,9 +64,7 @@ export function bundleOptionsCompatibleWith(
   options: BundleOptions,
   version: CompatibleWith | undefined,
 ): BundleOptions {
-  if (version === undefined) return options;
-  const { webpackConfigHook } = defineCompatibleWith(options, version) ?? {};
-  return webpackConfigHook ? { ...options, webpackConfigHook } : options;
+  return { ...options, ...defineCompatibleWith(options, version) };
 }
 
 /**
