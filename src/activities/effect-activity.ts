@@ -167,7 +167,9 @@ function guardedActivity(
         if (execution.definite) throw refusal(execution.error, key, action.resource, definite);
         if (execution.error instanceof InvalidResult)
           throw nonRetryable(SideEffectFailureType.InvalidResult, execution.error.cause);
-        throw execution.error;
+        // A refused misuse (the work ended the store's transaction, wrote through a FencedSink)
+        // does the same on every attempt, and each may leave what it wrote outside behind.
+        throw toFailure(execution.error);
     }
   };
 }

@@ -5,6 +5,8 @@ import {
   StaleVerdictError,
   StoreMisconfiguredError,
   StoreUnavailableError,
+  TransactionEndedError,
+  TransactionMisuseError,
 } from '../core/errors.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 
@@ -37,6 +39,10 @@ export function toFailure(error: unknown): unknown {
   if (error instanceof StoreMisconfiguredError)
     return nonRetryable(SideEffectFailureType.StoreMisconfigured, error, [
       { schema: error.schema },
+    ]);
+  if (error instanceof TransactionEndedError || error instanceof TransactionMisuseError)
+    return nonRetryable(SideEffectFailureType.TransactionMisuse, error, [
+      { key: error.key, code: error.code },
     ]);
   if (error instanceof StoreUnavailableError) {
     return ApplicationFailure.create({

@@ -22,7 +22,8 @@ export type SideEffectErrorCode =
   | 'NOT_APPLIED'
   | 'INVALID_SCHEMA'
   | 'PURGE_BELOW_FLOOR'
-  | 'TRANSACTION_ENDED';
+  | 'TRANSACTION_ENDED'
+  | 'TRANSACTION_MISUSE';
 
 /**
  * Codes of 0.1 that a rename replaced, still matched by {@link hasCode} until 0.3:
@@ -327,6 +328,27 @@ export class TransactionEndedError extends SideEffectError {
       `transactional effect "${key}" ended the store's transaction itself (COMMIT, ROLLBACK): refused, nothing recorded`,
       options,
     );
+  }
+}
+
+/**
+ * A transactional effect's work did something the store cannot let through its transaction:
+ * a `writeFenced`/`readFenced` of a PgFencedSink (a second connection, which waits on the
+ * resource's sink mark that this transaction holds: a deadlock until the TTL kills the holder),
+ * or, through a transaction-mode pooler, session state that would outlive the commit (a session
+ * advisory lock, a SQL `PREPARE`, a temporary table) and reach the pooler's next client.
+ * Refused at once, the transaction rolled back, nothing recorded; never retried, since the same
+ * work would do the same again. `misuse` says which.
+ */
+export class TransactionMisuseError extends SideEffectError {
+  readonly code = 'TRANSACTION_MISUSE';
+  constructor(
+    readonly key: string,
+    readonly misuse: 'fenced-sink' | 'session-state',
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`transactional effect "${key}" refused: ${detail}`, options);
   }
 }
 

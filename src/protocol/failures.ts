@@ -27,6 +27,12 @@ export const SideEffectFailureType = {
   StoreUnavailable: 'SideEffectStoreUnavailable',
   /** apply threw a `NotAppliedError` without its own type: the downstream refused, the key is free; non-retryable. */
   NotApplied: 'SideEffectNotApplied',
+  /**
+   * A transactional effect's work ended or misused the store's transaction (COMMIT, ROLLBACK, a
+   * FencedSink write, session state through a pooler); non-retryable: the same work would do it
+   * again, and each attempt could leave what it wrote outside the transaction behind.
+   */
+  TransactionMisuse: 'SideEffectTransactionMisuse',
   /** The activity's timeouts cannot work with the lease TTL (heartbeat timeout not above ttl/3); non-retryable. */
   Misconfigured: 'SideEffectMisconfigured',
 } as const;

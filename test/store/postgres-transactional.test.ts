@@ -268,7 +268,8 @@ describe('PgStore transactional effects', () => {
       );
       return { payload: bytes('claimed success') };
     });
-    expect(committed).toMatchObject({ code: 'SE021' });
+    // Never sent: a ROLLBACK or COMMIT that reached the server would free the resource's row at once.
+    expect(committed).toMatchObject({ code: 'TRANSACTION_ENDED' });
     expect(early.outcome).toBe('failed');
     if (early.outcome === 'failed') {
       expect(early.error).toBeInstanceOf(TransactionEndedError);
@@ -280,6 +281,24 @@ describe('PgStore transactional effects', () => {
     const retried = await runner.executeInTransaction(a, insert(a.key, 'retry'));
     expect(retried.outcome).toBe('applied');
     expect((await ledger(a.key)).map((r) => r.note)).toEqual(['retry']);
+  });
+
+  it('a COMMIT that goes around the client the work is given still fails at the commit check (SE021)', async () => {
+    const a = action();
+    let committed: unknown;
+    const early = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await insert(a.key)(context);
+      committed = await pg.Client.prototype.query.call(context.tx, 'commit').then(
+        () => 'committed',
+        (error: unknown) => error,
+      );
+      return { payload: bytes('claimed success') };
+    });
+    expect(committed).toMatchObject({ code: 'SE021' });
+    expect(early.outcome).toBe('failed');
+    if (early.outcome === 'failed') expect(early.error).toMatchObject({ code: 'TRANSACTION_ENDED' });
+    expect(await ledger(a.key)).toEqual([]);
+    expect(await h.store.inspect(a.key)).toBeUndefined();
   });
 
   it('a COMMIT error thrown out of the work is refused as TRANSACTION_ENDED too', async () => {

@@ -18,6 +18,7 @@ import {
   type Statement,
   statements,
 } from './sql.js';
+import { refuseInsideTransactionalWork } from './transaction-guard.js';
 
 /** How a PgFencedSink connects and where its fence table is (the schema `migrate()` created). */
 export interface PgFencedSinkOptions extends PoolOptions {
@@ -118,6 +119,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     fence: Fence,
     work: (tx: pg.PoolClient) => Promise<T>,
   ): Promise<T> {
+    refuseInsideTransactionalWork(operation);
     checkText('resource', resource, this.#maxResourceBytes);
     if (!Number.isSafeInteger(fence) || fence < 1) {
       throw new InvalidActionError('fence', `must be a fence issued by the store, got ${fence}`);

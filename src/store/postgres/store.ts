@@ -9,6 +9,7 @@ import {
   StaleVerdictError,
   StoreUnavailableError,
   TransactionEndedError,
+  TransactionMisuseError,
   UnexpectedStoreAnswerError,
 } from '../../core/errors.js';
 import { maskConnectionString } from '../../core/mask.js';
@@ -68,6 +69,20 @@ import {
   type Statement,
   statements,
 } from './sql.js';
+import {
+  armDeadline,
+  guardedClient,
+  knownBaseline,
+  POOLED_AFTER_ROLLBACK,
+  POOLED_BASELINE,
+  POOLED_COUNTS_AT_BEGIN,
+  refusedSessionState,
+  rememberBaseline,
+  resetAfterWork,
+  runAsTransactionalWork,
+  SESSION_BASELINE,
+  SESSION_STATE,
+} from './transaction-guard.js';
 
 /** How a PgStore connects, where its tables are, and which input it refuses. */
 export interface PgStoreOptions extends PoolOptions {
@@ -612,29 +627,54 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     };
     /** Nothing of this attempt may stay: a rollback that fails means the connection died, which rolls back too. */
     let open = false;
-    /** The session as it came out of the pool (SESSION_SETTINGS), to give it back so. */
+    /** The session as it came out of the pool (SESSION_STATE), to give it back so. */
     let sessionBefore: string | undefined;
-    /** The work changed the session (SET ROLE, SET search_path...): the connection is not given back. */
+    /** The work changed what cannot be put back (a temp table, a session lock): the connection is not given back. */
     let changed = false;
+    const pooled = this.#transactionPooling;
     const end = async (command: 'commit' | 'rollback'): Promise<pg.QueryResult> => {
-      const [ended, settings] = (await query(
-        `${command}; select ${SESSION_SETTINGS} as session`,
-      )) as unknown as [pg.QueryResult, pg.QueryResult<{ session: string }>];
+      const cleanup = pooled && command === 'rollback' ? `${POOLED_AFTER_ROLLBACK};` : '';
+      const results = (await query(
+        `${command}; ${cleanup} select ${SESSION_STATE} as session`,
+      )) as unknown as pg.QueryResult[];
       open = false;
-      if (settings.rows[0]!.session !== sessionBefore) changed = true;
-      return ended;
+      if (results.at(-1)!.rows[0]!.session !== sessionBefore) changed = true;
+      return results[0]!;
     };
     const rollBack = async (): Promise<void> => {
       await end('rollback').catch(() => {});
       open = false;
     };
     const commit = (): Promise<pg.QueryResult> => end('commit');
+    let deadline: ReturnType<typeof armDeadline> | undefined;
     try {
+      // The grant's lock wait ends before the TTL's statement cut does: a caller with a TTL
+      // below lockWaitMs is told contended, not "store unavailable".
+      const grantWaitMs = Math.max(1, Math.min(this.#lockWaitMs, Math.floor(ttlMs / 2)));
+      const known = pooled ? POOLED_BASELINE : knownBaseline(client);
+      const columns = pooled
+        ? `, ${POOLED_COUNTS_AT_BEGIN}`
+        : known
+          ? ''
+          : `, ${SESSION_BASELINE} as baseline`;
+      const startedAt = performance.now();
       const begun = (await query(
-        beginTransaction(isolation, ttlMs, this.#lockTimeout),
-      )) as unknown as [pg.QueryResult, pg.QueryResult<{ lock_timeout: string; session: string }>];
+        beginTransaction(isolation, ttlMs, `${grantWaitMs}ms`, columns),
+      )) as unknown as [
+        pg.QueryResult,
+        pg.QueryResult<{
+          lock_timeout: string;
+          session: string;
+          pid: number;
+          baseline?: string;
+          temp_at_begin?: string;
+          prepared_at_begin?: string;
+        }>,
+      ];
       open = true;
-      sessionBefore = begun[1].rows[0]!.session;
+      const opened = begun[1].rows[0]!;
+      sessionBefore = opened.session;
+      const baseline = known ?? rememberBaseline(client, opened.baseline!);
       const digest = transactionalDigest(a.payload);
       let granted: pg.QueryResult<{
         o_fence: string | null;
@@ -647,7 +687,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           a.key,
           a.resource,
           digest,
-          begun[1].rows[0]!.lock_timeout,
+          opened.lock_timeout,
         ]);
       } catch (error) {
         if (!lockWaitExceeded(error)) throw error;
@@ -685,15 +725,60 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       if (o_judged) await query(this.#sql.txRaiseSink, [a.resource, fence]);
       let payload: Uint8Array;
       let completedAt: number;
+      /** The first statement of the work that would have ended the transaction, refused. */
+      let ended: TransactionEndedError | undefined;
+      const tx = guardedClient(client, a.key, (error) => {
+        ended ??= error;
+      });
+      // Whatever the work sets (statement_timeout = 0), the transaction ends at its TTL.
+      deadline = armDeadline(this.#pool, {
+        pid: opened.pid,
+        xid: o_xid,
+        ms: ttlMs - (performance.now() - startedAt),
+      });
       try {
         signal?.throwIfAborted();
-        const result = await work({
-          tx: client,
-          key: a.key,
-          fence,
-          signal: signal ?? new AbortController().signal,
-        });
+        let result: Result | undefined;
+        let thrown: { error: unknown } | undefined;
+        try {
+          result = await runAsTransactionalWork(a.key, () =>
+            work({ tx, key: a.key, fence, signal: signal ?? new AbortController().signal }),
+          );
+        } catch (error) {
+          thrown = { error };
+        }
+        // A refused end of the transaction is the answer, whatever the work did after it.
+        if (ended) {
+          await rollBack();
+          return { outcome: 'failed', error: ended };
+        }
+        if (thrown) throw thrown.error;
         payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
+        const reset = (await query(
+          resetAfterWork(client, {
+            baseline,
+            remainingMs: ttlMs - (performance.now() - startedAt),
+            key: a.key,
+            pooled,
+          }),
+        )) as unknown as pg.QueryResult[];
+        const refused =
+          pooled &&
+          refusedSessionState(reset, {
+            temp: Number(opened.temp_at_begin),
+            prepared: Number(opened.prepared_at_begin),
+          });
+        if (refused) {
+          await rollBack();
+          return {
+            outcome: 'failed',
+            error: new TransactionMisuseError(
+              a.key,
+              'session-state',
+              `behind a transaction-mode pooler the work may change only transaction-local state; it left ${refused}, which the pooler's next client would get`,
+            ),
+          };
+        }
         const completed = await query<{ o_same: boolean; o_at_ms: string | null }>(
           this.#sql.txComplete,
           [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload), o_xid],
@@ -738,7 +823,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       // A connection left inside a transaction (an unexpected throw) must not go back to the pool,
       // nor one whose session the work changed: the pool's next user would inherit its role,
       // search_path or timeouts. Discarded, it is replaced by a fresh one.
-      session.release(broken || open || changed);
+      deadline?.disarm();
+      session.release(broken || open || changed || deadline?.fired === true);
     }
   }
 
@@ -1016,31 +1102,6 @@ function lostRace(error: unknown): boolean {
 }
 
 /**
- * What a transactional effect's work could change in its connection's session and leave to the
- * pool's next user: the role, the search_path, and the settings that change how statements run
- * or how values are written and read. Compared when its transaction starts and ends, a few
- * function calls in round trips that happen anyway (the whole of pg_settings costs milliseconds).
- */
-const SESSION_SETTINGS = `pg_catalog.concat_ws(e'\\x1f', session_user, current_user,
-  ${[
-    'search_path',
-    'statement_timeout',
-    'lock_timeout',
-    'idle_in_transaction_session_timeout',
-    'default_transaction_isolation',
-    'default_transaction_read_only',
-    'bytea_output',
-    'TimeZone',
-    'DateStyle',
-    'IntervalStyle',
-    'client_encoding',
-    'standard_conforming_strings',
-    'application_name',
-  ]
-    .map((name) => `pg_catalog.current_setting('${name}')`)
-    .join(', ')})`;
-
-/**
  * Opens a transactional effect's transaction, in one round trip, bounded in the database itself:
  * no statement of it runs and no pause between them lasts longer than the lease's TTL (a frozen
  * or partitioned holder is ended by Postgres, which rolls it back and frees the resource), nor,
@@ -1052,11 +1113,12 @@ function beginTransaction(
   isolation: TransactionIsolation,
   ttlMs: number,
   lockTimeout: string,
+  columns: string,
 ): string {
   const ttl = `'${ttlMs}ms'`;
   return `begin isolation level ${isolation};
     select pg_catalog.current_setting('lock_timeout') as lock_timeout,
-      ${SESSION_SETTINGS} as session;
+      ${SESSION_STATE} as session, pg_catalog.pg_backend_pid() as pid${columns};
     set local lock_timeout = '${lockTimeout}';
     set local statement_timeout = ${ttl};
     set local idle_in_transaction_session_timeout = ${ttl};
@@ -1067,10 +1129,18 @@ function beginTransaction(
 /** Attempts of one transactional effect at a stricter isolation before a serialization failure is its answer. */
 const SERIALIZATION_ATTEMPTS = 5;
 
-/** Postgres could not serialize the transaction (SQLSTATE 40001), raised by a query or by our own wrapper of it. */
+/**
+ * Postgres could not serialize the transaction (SQLSTATE 40001), raised by a query, by our own
+ * wrapper of it, or by the work's own error wrapping it (anywhere on its `cause` chain).
+ */
 function isSerializationFailure(error: unknown): boolean {
-  const cause = error instanceof StoreUnavailableError ? error.cause : error;
-  return (cause as { code?: unknown } | undefined)?.code === '40001';
+  const seen = new Set<unknown>();
+  for (let at = error; at !== null && typeof at === 'object' && !seen.has(at); ) {
+    seen.add(at);
+    if ((at as { code?: unknown }).code === '40001') return true;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** A statement gave up waiting for a row another transaction holds (lockWaitMs): contended. */

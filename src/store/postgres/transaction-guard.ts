@@ -1,0 +1,307 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type pg from 'pg';
+import { TransactionEndedError, TransactionMisuseError } from '../../core/errors.js';
+
+/**
+ * What keeps a transactional effect's work inside the store's transaction, and the connection it
+ * ran on as it was before: the work gets a client that refuses to end the transaction, a
+ * FencedSink refuses to write from inside it, a watchdog ends it at its TTL whatever the work set,
+ * and the session is put back (or the connection discarded, or under a transaction-mode pooler
+ * the effect refused) before the connection goes anywhere else.
+ */
+
+/** The key of the transactional work running in this async context, if any. */
+const transactionalWork = new AsyncLocalStorage<string>();
+
+/** Runs `work` marked as a transactional effect's work for `key` (see {@link refuseInsideTransactionalWork}). */
+export function runAsTransactionalWork<T>(key: string, work: () => Promise<T>): Promise<T> {
+  return transactionalWork.run(key, work);
+}
+
+/**
+ * Refuses a FencedSink operation from inside a transactional effect's work: the sink writes on
+ * another connection, whose raise of the resource's mark waits for the row this transaction
+ * locked at its grant, so it would wait until the TTL ended the holder, then land on its own.
+ */
+export function refuseInsideTransactionalWork(operation: string): void {
+  const key = transactionalWork.getStore();
+  if (key === undefined) return;
+  throw new TransactionMisuseError(
+    key,
+    'fenced-sink',
+    `${operation} of a FencedSink inside transactional work: write on the transaction's own client (context.tx); the sink's separate transaction would wait on this one's lock`,
+  );
+}
+
+/**
+ * Whether SQL text holds a statement that ends or prepares the current transaction (COMMIT,
+ * END, ABORT, ROLLBACK but not ROLLBACK TO a savepoint, PREPARE TRANSACTION). Only a top-level
+ * statement can: a procedure or DO block inside a transaction block may not. Strings, quoted
+ * identifiers, dollar quotes and comments are skipped, so `select 'commit'` is not one.
+ */
+export function endsTransaction(text: string): boolean {
+  const bare = text.replace(
+    /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[\s\S]*?\1|--[^\n]*|\/\*[\s\S]*?\*\//g,
+    ' x ',
+  );
+  return bare
+    .split(';')
+    .some((statement) =>
+      /^\s*(?:commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction)\b/i.test(
+        statement,
+      ),
+    );
+}
+
+/**
+ * The work's view of the transaction's client: the same client, except that a statement ending
+ * the transaction (see {@link endsTransaction}) is never sent, and `release` is refused (the
+ * store gives the client back). Sent, a ROLLBACK would free the resource's row at once: a caller
+ * waiting for it would be granted the fence this work still holds and writes with.
+ * `refused` is called each time, so the store rolls back whatever the work does next.
+ */
+export function guardedClient(
+  client: pg.PoolClient,
+  key: string,
+  refused: (error: TransactionEndedError) => void,
+): pg.PoolClient {
+  const refuse = (why: string): TransactionEndedError => {
+    const error = new TransactionEndedError(key, { cause: new Error(why) });
+    refused(error);
+    return error;
+  };
+  const query = (...args: unknown[]): unknown => {
+    const [first] = args;
+    const text =
+      typeof first === 'string' ? first : (first as { text?: unknown } | null | undefined)?.text;
+    if (typeof text === 'string' && endsTransaction(text)) {
+      const error = refuse('the work sent a statement that ends the transaction');
+      const callback = args.find((arg, i) => i > 0 && typeof arg === 'function');
+      if (callback) {
+        queueMicrotask(() => (callback as (error: Error) => void)(error));
+        return undefined;
+      }
+      return Promise.reject(error);
+    }
+    return (client.query as (...a: unknown[]) => unknown).apply(client, args);
+  };
+  return new Proxy(client, {
+    get(target, property) {
+      if (property === 'query') return query;
+      if (property === 'release')
+        return () => {
+          throw refuse('the work released the transaction client');
+        };
+      const value = Reflect.get(target, property, target) as unknown;
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
+ * What of a session outlives a transaction and is not a setting RESET ALL puts back: temporary
+ * relations, SQL-level prepared statements, advisory locks held by the backend (right after
+ * BEGIN and after the end, only session-level ones), LISTEN channels, holdable cursors. With the
+ * settings below, compared at the start and at the end of the transaction.
+ */
+const SESSION_OBJECTS = [
+  '(select pg_catalog.count(*) from pg_catalog.pg_class where relnamespace operator(pg_catalog.=) pg_catalog.pg_my_temp_schema())',
+  '(select pg_catalog.count(*) from pg_catalog.pg_prepared_statements where from_sql)',
+  `(select pg_catalog.count(*) from pg_catalog.pg_locks where locktype operator(pg_catalog.=) 'advisory' and pid operator(pg_catalog.=) pg_catalog.pg_backend_pid())`,
+  '(select pg_catalog.count(*) from pg_catalog.pg_listening_channels())',
+  '(select pg_catalog.count(*) from pg_catalog.pg_cursors where is_holdable)',
+];
+
+/**
+ * A fingerprint of what a transactional effect's work could leave to the pool's next user and the
+ * store puts back after the work, compared at the transaction's start and end: the role, the
+ * settings that change how statements run or how values are written and read, and the session's
+ * objects ({@link SESSION_OBJECTS}). A few function calls in round trips that happen anyway; a
+ * difference at the end means the connection is discarded, not given back.
+ */
+export const SESSION_STATE = `pg_catalog.concat_ws(e'\\x1f', session_user, current_user,
+  ${[
+    'search_path',
+    'statement_timeout',
+    'lock_timeout',
+    'idle_in_transaction_session_timeout',
+    'default_transaction_isolation',
+    'default_transaction_read_only',
+    'default_transaction_deferrable',
+    'synchronous_commit',
+    'session_replication_role',
+    'row_security',
+    'work_mem',
+    'extra_float_digits',
+    'bytea_output',
+    'TimeZone',
+    'DateStyle',
+    'IntervalStyle',
+    'client_encoding',
+    'standard_conforming_strings',
+    'application_name',
+  ]
+    .map((name) => `pg_catalog.current_setting('${name}')`)
+    .concat(SESSION_OBJECTS)
+    .join(', ')})`;
+
+/**
+ * The session-level settings a connection came out of the pool with (its owner's SETs at connect,
+ * its role), as JSON: what the store puts back after RESET ALL. Asked once per connection (the
+ * whole of pg_settings costs milliseconds); behind a transaction-mode pooler no session state is
+ * anyone's, and the server's defaults are put back.
+ */
+export const SESSION_BASELINE = `pg_catalog.jsonb_build_object(
+    'settings', coalesce((select pg_catalog.jsonb_object_agg(name, setting) from pg_catalog.pg_settings
+      where source operator(pg_catalog.=) 'session'
+        and name operator(pg_catalog.<>) all (array['transaction_isolation', 'transaction_read_only', 'transaction_deferrable'])),
+      '{}'::jsonb),
+    'role', case when current_user operator(pg_catalog.<>) session_user then current_user::text end)::text`;
+
+/** What {@link SESSION_BASELINE} answers. */
+export interface SessionBaseline {
+  settings: Record<string, string>;
+  role: string | null;
+}
+
+const baselines = new WeakMap<pg.ClientBase, SessionBaseline>();
+
+/** The baseline known for this client, if asked already. */
+export function knownBaseline(client: pg.ClientBase): SessionBaseline | undefined {
+  return baselines.get(client);
+}
+
+/** Remembers a client's baseline (the JSON {@link SESSION_BASELINE} answered). */
+export function rememberBaseline(client: pg.ClientBase, json: string): SessionBaseline {
+  const baseline = JSON.parse(json) as SessionBaseline;
+  baselines.set(client, baseline);
+  return baseline;
+}
+
+/** Behind a transaction-mode pooler: the server's defaults, nobody's session state. */
+export const POOLED_BASELINE: SessionBaseline = { settings: {}, role: null };
+
+/**
+ * After the work, inside its transaction, before the store's own statements: every setting the
+ * work changed, with SET or SET LOCAL, goes back to the baseline, the role and session user with
+ * it; pending LISTENs and open cursors go too. Then the store's own transaction-local settings
+ * are set again: the TTL cut with what is left of it, and the key the commit check reads. So the
+ * key is written and the transaction committed with the connection's own settings (never with
+ * `synchronous_commit = off` or `session_replication_role = replica` the work chose), and a SET
+ * of the work, session-level or not, ends with the transaction. One simple query.
+ *
+ * Behind a transaction-mode pooler, what a setting cannot carry is also counted, for
+ * {@link refusedSessionState}: session advisory locks (released here, counted before and after),
+ * temporary relations and SQL prepared statements.
+ */
+export function resetAfterWork(
+  client: pg.ClientBase,
+  options: {
+    baseline: SessionBaseline;
+    remainingMs: number;
+    key: string;
+    pooled: boolean;
+  },
+): string {
+  const { baseline, remainingMs, key, pooled } = options;
+  const lit = (value: string) => client.escapeLiteral(value);
+  const ttl = lit(`${Math.max(1, Math.floor(remainingMs))}ms`);
+  const parts = [
+    'reset all',
+    'reset session authorization',
+    'reset role',
+    'unlisten *',
+    'close all',
+  ];
+  if (Object.keys(baseline.settings).length > 0) {
+    parts.push(
+      `select pg_catalog.count(pg_catalog.set_config(key, value, false)) from pg_catalog.jsonb_each_text(${lit(JSON.stringify(baseline.settings))}::jsonb)`,
+    );
+  }
+  if (baseline.role !== null)
+    parts.push(`select pg_catalog.set_config('role', ${lit(baseline.role)}, false)`);
+  if (pooled) {
+    parts.push(
+      `select pg_catalog.count(*) as n from pg_catalog.pg_locks where locktype operator(pg_catalog.=) 'advisory' and pid operator(pg_catalog.=) pg_catalog.pg_backend_pid()`,
+      'select pg_catalog.pg_advisory_unlock_all()',
+      `select (select pg_catalog.count(*) from pg_catalog.pg_locks where locktype operator(pg_catalog.=) 'advisory' and pid operator(pg_catalog.=) pg_catalog.pg_backend_pid()) as advisory_after,
+        ${SESSION_OBJECTS[0]} as temp, ${SESSION_OBJECTS[1]} as prepared`,
+    );
+  }
+  parts.push(`select pg_catalog.set_config('statement_timeout', ${ttl}, true),
+    pg_catalog.set_config('idle_in_transaction_session_timeout', ${ttl}, true),
+    pg_catalog.set_config('sideeffect.transactional_key', ${lit(key)}, true)`);
+  parts.push(`select pg_catalog.set_config('transaction_timeout', ${ttl}, true)
+    where pg_catalog.current_setting('server_version_num')::int operator(pg_catalog.>=) 170000`);
+  return parts.join(';\n');
+}
+
+/**
+ * Behind a transaction-mode pooler, what of the work's session state would outlive the commit
+ * and reach the pooler's next client, from the results of {@link resetAfterWork} (all of them)
+ * and the counts at BEGIN: a description, or undefined when there is none.
+ */
+export function refusedSessionState(
+  results: pg.QueryResult[],
+  atBegin: { temp: number; prepared: number },
+): string | undefined {
+  const rows = results.filter((result) => result.command === 'SELECT').map((r) => r.rows[0]);
+  const before = rows.find((row) => row && 'n' in row) as { n: string } | undefined;
+  const after = rows.find((row) => row && 'advisory_after' in row) as
+    | { advisory_after: string; temp: string; prepared: string }
+    | undefined;
+  if (!before || !after) return undefined;
+  const found: string[] = [];
+  if (Number(before.n) > Number(after.advisory_after)) found.push('a session advisory lock');
+  if (Number(after.temp) > atBegin.temp) found.push('a temporary relation');
+  if (Number(after.prepared) > atBegin.prepared) found.push('a prepared statement (PREPARE)');
+  return found.length === 0 ? undefined : found.join(', ');
+}
+
+/** At BEGIN behind a pooler: the counts {@link refusedSessionState} compares with. */
+export const POOLED_COUNTS_AT_BEGIN = `${SESSION_OBJECTS[0]} as temp_at_begin, ${SESSION_OBJECTS[1]} as prepared_at_begin`;
+
+/**
+ * After a ROLLBACK behind a transaction-mode pooler: what a rollback leaves of the work's session
+ * (session advisory locks, SQL prepared statements) is removed before the server connection goes
+ * to the pooler's next client; the store's own statements there are unnamed.
+ */
+export const POOLED_AFTER_ROLLBACK = `select pg_catalog.pg_advisory_unlock_all();
+  do $$ declare n text; begin
+    for n in select name from pg_catalog.pg_prepared_statements where from_sql loop
+      execute pg_catalog.format('deallocate %I', n);
+    end loop;
+  end $$`;
+
+/**
+ * Ends the transaction at its TTL whatever the work set (`statement_timeout = 0`, an idle
+ * transaction with its timeout off): at the deadline, another connection terminates the backend,
+ * only while it still runs this transaction (its xid), so a connection given back and reused is
+ * never touched. Returns the disarm, and whether it fired.
+ */
+export function armDeadline(
+  pool: pg.Pool,
+  options: { pid: number; xid: string; ms: number },
+): { disarm(): void; readonly fired: boolean } {
+  let fired = false;
+  const timer = setTimeout(() => {
+    fired = true;
+    pool
+      .query(
+        `select pg_catalog.pg_terminate_backend(pid) from pg_catalog.pg_stat_activity
+          where pid operator(pg_catalog.=) $1::int
+            and backend_xid::text::bigint operator(pg_catalog.=) ($2::bigint operator(pg_catalog.%) 4294967296)`,
+        [options.pid, options.xid],
+      )
+      .catch(() => {
+        // The database unreachable: its own timeouts, or the lost connection, end the transaction.
+      });
+  }, options.ms);
+  timer.unref?.();
+  return {
+    disarm: () => clearTimeout(timer),
+    get fired() {
+      return fired;
+    },
+  };
+}
