@@ -296,7 +296,8 @@ describe('PgStore transactional effects', () => {
     });
     expect(committed).toMatchObject({ code: 'SE021' });
     expect(early.outcome).toBe('failed');
-    if (early.outcome === 'failed') expect(early.error).toMatchObject({ code: 'TRANSACTION_ENDED' });
+    if (early.outcome === 'failed')
+      expect(early.error).toMatchObject({ code: 'TRANSACTION_ENDED' });
     expect(await ledger(a.key)).toEqual([]);
     expect(await h.store.inspect(a.key)).toBeUndefined();
   });
