@@ -3,9 +3,12 @@
  * commits with the key's completion, a replay never runs it again, and an attempt that fails after
  * its insert is rolled back and retried by Temporal into exactly one row, never an uncertain key.
  */
+import { WorkflowFailedError } from '@temporalio/client';
+import { type ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSideEffectActivities, defineEffect } from '../../src/activities/index.js';
+import { SideEffectFailureType } from '../../src/protocol/failures.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import type { SideEffectOutcome } from '../../src/workflows/index.js';
@@ -56,6 +59,22 @@ describe('transactional effect activity', () => {
             return { entry: rows[0]!.id, attempt };
           },
         }),
+        // Ends the store's transaction (the error caught), then writes; behaves from attempt 4 on.
+        txMisuse: defineEffect({
+          transactional: true,
+          resource: (input: { account: string; end: string }) => `account:${input.account}`,
+          apply: async (input: { account: string; end: string }, { tx, key, fence }) => {
+            const attempt = (attempts.get(input.account) ?? 0) + 1;
+            attempts.set(input.account, attempt);
+            if (attempt <= 3) await tx.query(input.end).catch(() => {});
+            await tx.query('insert into ledger (key, amount, fence) values ($1, $2, $3)', [
+              `${key}#${attempt}`,
+              attempt,
+              fence,
+            ]);
+            return attempt;
+          },
+        }),
         txSerializable: defineEffect({
           transactional: true,
           isolation: 'serializable',
@@ -104,6 +123,29 @@ describe('transactional effect activity', () => {
       'free->done',
     ]);
     expect(await h.replayAll()).toEqual([]);
+  });
+
+  it('work that ends the store transaction fails at once, non-retryable (SideEffectTransactionMisuse): no row per attempt', async () => {
+    for (const end of ['commit', 'commit and chain', 'rollback', 'abort']) {
+      const account = `misuse-${end.replaceAll(' ', '-')}`;
+      const handle = await h.start('guarded', [
+        'txMisuse',
+        { account, end },
+        { retry: { initialInterval: '50 milliseconds', backoffCoefficient: 1 } },
+      ]);
+      const error = await handle.result().catch((e: unknown) => e);
+      expect(error, end).toBeInstanceOf(WorkflowFailedError);
+      const failure = ((error as WorkflowFailedError).cause as ActivityFailure)
+        .cause as ApplicationFailure;
+      expect(failure).toBeInstanceOf(ApplicationFailure);
+      expect(failure.type, end).toBe(SideEffectFailureType.TransactionMisuse);
+      expect(failure.nonRetryable).toBe(true);
+      expect(attempts.get(account), end).toBe(1);
+      const rows = await db.pool.query('select 1 from ledger where amount <= 3 and key like $1', [
+        `${handle.workflowId}/%`,
+      ]);
+      expect(rows.rowCount, end).toBe(0);
+    }
   });
 
   it("runs apply at the effect's declared isolation, read committed by default", async () => {
