@@ -508,4 +508,176 @@ describe('PgStore transactional effects', () => {
     expect(again.outcome).toBe('replayed');
     expect(await ledger(a.key)).toHaveLength(1);
   });
+
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** Resolves once some backend waits for a lock (the second caller is queued on the resource row). */
+  const someoneWaitsForALock = async () => {
+    for (let i = 0; i < 200; i++) {
+      const { rows } = await h.db.pool.query(
+        `select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`,
+      );
+      if (rows.length > 0) return;
+      await sleep(25);
+    }
+    throw new Error('nobody waited for a lock');
+  };
+
+  it('no fence is issued twice: work that runs ROLLBACK and writes at its fence while another caller waits', async () => {
+    const a = action();
+    const waiting = new PgStore({ pool: h.db.pool, schema: h.db.schema, lockWaitMs: 10_000 });
+    let go!: () => void;
+    const released = new Promise<void>((resolve) => {
+      go = resolve;
+    });
+    let granted!: () => void;
+    const grantedOnce = new Promise<void>((resolve) => {
+      granted = resolve;
+    });
+    const holder = runner.executeInTransaction<pg.PoolClient>(a, async ({ tx, fence }) => {
+      granted();
+      await released;
+      await tx.query('rollback').catch(() => {});
+      // What it writes next, at its fence, would commit on its own once the transaction is gone.
+      await tx.query('insert into ledger (key, fence, note) values ($1, $2, $3)', [
+        a.key,
+        fence,
+        'after rollback',
+      ]);
+      return { payload: bytes('claimed') };
+    });
+    await grantedOnce;
+    const b = { ...action(), resource: a.resource };
+    const second = new Runner(waiting, { ttlMs: TTL }).executeInTransaction(b, insert(b.key));
+    await someoneWaitsForALock();
+    go();
+    const [first, next] = await Promise.all([holder, second]);
+    expect(first.outcome).toBe('failed');
+    if (first.outcome === 'failed') expect(first.error).toBeInstanceOf(TransactionEndedError);
+    expect(next.outcome).toBe('applied');
+    const { rows } = await h.db.pool.query<{ fence: string }>(
+      'select fence from ledger where key in ($1, $2)',
+      [a.key, b.key],
+    );
+    const fences = rows.map((row) => Number(row.fence));
+    expect(fences.length).toBeGreaterThan(0);
+    expect(new Set(fences).size).toBe(fences.length);
+  });
+
+  it('writeFenced inside transactional work is refused at once (TRANSACTION_MISUSE), not deadlocked on the sink mark', async () => {
+    const a = action();
+    const started = performance.now();
+    let refused: unknown;
+    const done = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await insert(a.key)(context);
+      refused = await h.sink
+        .writeFenced(a.resource, context.fence, async (tx) => {
+          await tx.query('insert into ledger (key, fence, note) values ($1, $2, $3)', [
+            a.key,
+            context.fence,
+            'through the sink',
+          ]);
+        })
+        .then(
+          () => 'written',
+          (error: unknown) => error,
+        );
+      throw refused;
+    });
+    expect(performance.now() - started).toBeLessThan(TTL / 2);
+    expect(refused).toMatchObject({ code: 'TRANSACTION_MISUSE', misuse: 'fenced-sink' });
+    expect(done.outcome).toBe('failed');
+    expect(await ledger(a.key)).toEqual([]);
+    // Outside transactional work the sink writes as always.
+    const plain = await h.store.acquire({ key: `${a.key}-plain`, resource: a.resource }, TTL);
+    if (plain.outcome !== 'granted') throw new Error(plain.outcome);
+    await h.sink.writeFenced(a.resource, plain.lease.fence, async () => {});
+  });
+
+  it('work that sets statement_timeout = 0 (and no idle timeout) is still ended at its TTL', async () => {
+    const ttl = 1_500;
+    const short = new Runner(h.store, { ttlMs: ttl });
+    for (const stall of ['select pg_sleep(60)', 'idle']) {
+      const a = action();
+      const started = performance.now();
+      const stalled = await short.executeInTransaction<pg.PoolClient>(a, async (context) => {
+        await context.tx.query(
+          'set statement_timeout = 0; set idle_in_transaction_session_timeout = 0',
+        );
+        await insert(a.key)(context);
+        if (stall === 'idle') {
+          await sleep(8_000);
+          await context.tx.query('select 1');
+        } else await context.tx.query(stall);
+        return { payload: bytes('late') };
+      });
+      expect(stalled.outcome, stall).toBe('failed');
+      if (stall !== 'idle') expect(performance.now() - started, stall).toBeLessThan(ttl + 3_000);
+      expect(await ledger(a.key), stall).toEqual([]);
+      // The resource is free again for the next caller.
+      const next = await runner.executeInTransaction(
+        { ...action(), resource: a.resource },
+        async () => ({ payload: bytes('next') }),
+      );
+      expect(next.outcome, stall).toBe('applied');
+    }
+  }, 30_000);
+
+  it('a transactional caller whose TTL is below lockWaitMs behind a held resource answers contended, not STORE_UNAVAILABLE', async () => {
+    const a = action();
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let granted!: () => void;
+    const grantedOnce = new Promise<void>((resolve) => {
+      granted = resolve;
+    });
+    const holder = runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      granted();
+      await held;
+      return insert(a.key)(context);
+    });
+    try {
+      await grantedOnce;
+      const patient = new PgStore({ pool: h.db.pool, schema: h.db.schema, lockWaitMs: 3_000 });
+      const other = { ...action(), resource: a.resource };
+      const answer = await new Runner(patient, { ttlMs: 1_000 }).executeInTransaction(
+        other,
+        insert(other.key),
+      );
+      expect(answer).toEqual({ outcome: 'contended', retryAfterMs: 3_000 });
+    } finally {
+      release();
+    }
+    expect((await holder).outcome).toBe('applied');
+  });
+
+  it('a serialization failure the work wraps in its own error is retried like an unwrapped one', async () => {
+    await h.db.pool.query('create table counter (id int primary key, n int not null)');
+    await h.db.pool.query('insert into counter values (1, 0)');
+    const a = action();
+    let attempts = 0;
+    const done = await runner.executeInTransaction<pg.PoolClient>(
+      a,
+      async (context) => {
+        attempts += 1;
+        await context.tx.query('select n from counter where id = 1');
+        if (attempts === 1) {
+          // Another transaction changes the row this one's snapshot read: its update cannot serialize.
+          await h.db.pool.query('update counter set n = n + 1 where id = 1');
+        }
+        try {
+          await context.tx.query('update counter set n = n + 10 where id = 1');
+        } catch (error) {
+          throw new Error('could not book the counter', { cause: error });
+        }
+        return insert(a.key)(context);
+      },
+      { isolation: 'repeatable read' },
+    );
+    expect(attempts).toBe(2);
+    expect(done.outcome).toBe('applied');
+    expect((await h.db.pool.query('select n from counter')).rows).toEqual([{ n: 11 }]);
+    expect(await ledger(a.key)).toHaveLength(1);
+  });
 });
