@@ -288,10 +288,12 @@ describe('PgStore transactional effects', () => {
     let committed: unknown;
     const early = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
       await insert(a.key)(context);
-      committed = await pg.Client.prototype.query.call(context.tx, 'commit').then(
-        () => 'committed',
-        (error: unknown) => error,
-      );
+      committed = await (pg.Client.prototype.query as (text: string) => Promise<unknown>)
+        .call(context.tx, 'commit')
+        .then(
+          () => 'committed',
+          (error: unknown) => error,
+        );
       return { payload: bytes('claimed success') };
     });
     expect(committed).toMatchObject({ code: 'SE021' });
@@ -679,5 +681,51 @@ describe('PgStore transactional effects', () => {
     expect(done.outcome).toBe('applied');
     expect((await h.db.pool.query('select n from counter')).rows).toEqual([{ n: 11 }]);
     expect(await ledger(a.key)).toHaveLength(1);
+  });
+
+  it('set constraints all immediate checks the deferred constraints early, and the commit check still holds', async () => {
+    await h.db.pool.query(`create table parent (id int primary key);
+      create table child (id int, parent int references parent deferrable initially deferred)`);
+    const immediate = 'set constraints all immediate';
+    // Valid rows: checked at once, the effect commits.
+    const a = action();
+    const ok = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+      await context.tx.query('insert into child values (1, 1)');
+      await context.tx.query('insert into parent values (1)');
+      await context.tx.query(immediate);
+      return insert(a.key)(context);
+    });
+    expect(ok.outcome).toBe('applied');
+    expect(await ledger(a.key)).toHaveLength(1);
+    // A dangling reference is what the early check reports, not the store's commit check.
+    const b = action();
+    let early: unknown;
+    const dangling = await runner.executeInTransaction<pg.PoolClient>(b, async (context) => {
+      await insert(b.key)(context);
+      await context.tx.query('insert into child values (2, 99)');
+      early = await context.tx.query(immediate).catch((error: unknown) => error);
+      throw early;
+    });
+    expect(early).toMatchObject({ code: '23503' });
+    expect(dangling.outcome).toBe('failed');
+    expect(await ledger(b.key)).toEqual([]);
+    // After an early check, a COMMIT around the client is still refused at the commit.
+    const c = action();
+    let committed: unknown;
+    const around = await runner.executeInTransaction<pg.PoolClient>(c, async (context) => {
+      await insert(c.key)(context);
+      await context.tx.query(immediate);
+      committed = await (pg.Client.prototype.query as (text: string) => Promise<unknown>)
+        .call(context.tx, 'commit')
+        .then(
+          () => 'committed',
+          (error: unknown) => error,
+        );
+      return { payload: bytes('claimed') };
+    });
+    expect(committed).toMatchObject({ code: 'SE021' });
+    expect(around.outcome).toBe('failed');
+    expect(await ledger(c.key)).toEqual([]);
+    expect(await h.store.inspect(c.key)).toBeUndefined();
   });
 });

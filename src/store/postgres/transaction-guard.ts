@@ -40,17 +40,26 @@ export function refuseInsideTransactionalWork(operation: string): void {
  * identifiers, dollar quotes and comments are skipped, so `select 'commit'` is not one.
  */
 export function endsTransaction(text: string): boolean {
-  const bare = text.replace(
-    /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[\s\S]*?\1|--[^\n]*|\/\*[\s\S]*?\*\//g,
-    ' x ',
+  return statementsOf(text).some((statement) =>
+    /^\s*(?:commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction)\b/i.test(
+      statement,
+    ),
   );
-  return bare
-    .split(';')
-    .some((statement) =>
-      /^\s*(?:commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction)\b/i.test(
-        statement,
-      ),
-    );
+}
+
+/** Whether SQL text holds a SET CONSTRAINTS statement (it fires deferred constraint triggers now). */
+export function setsConstraints(text: string): boolean {
+  return statementsOf(text).some((statement) => /^\s*set\s+constraints\b/i.test(statement));
+}
+
+/** The statements of SQL text, with strings, quoted identifiers, dollar quotes and comments blanked. */
+function statementsOf(text: string): string[] {
+  return text
+    .replace(
+      /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[\s\S]*?\1|--[^\n]*|\/\*[\s\S]*?\*\//g,
+      ' x ',
+    )
+    .split(';');
 }
 
 /**
@@ -83,7 +92,38 @@ export function guardedClient(
       }
       return Promise.reject(error);
     }
+    if (typeof first === 'string' && setsConstraints(first)) return checkingEarly(args);
     return (client.query as (...a: unknown[]) => unknown).apply(client, args);
+  };
+  /**
+   * SET CONSTRAINTS ... IMMEDIATE fires the store's deferred commit check before the key is
+   * written: marked, the check defers itself again to the commit (migration 0011) instead of
+   * refusing the transaction.
+   */
+  const checkingEarly = (args: unknown[]): unknown => {
+    const callback = args.find((arg, i) => i > 0 && typeof arg === 'function') as
+      | ((error: Error | null, result?: unknown) => void)
+      | undefined;
+    const rest = args.filter((arg) => arg !== callback);
+    const mark = (on: boolean) =>
+      client.query(
+        `select pg_catalog.set_config('sideeffect.constraints_early', '${on ? 1 : ''}', true)`,
+      );
+    const ran = (async () => {
+      await mark(true);
+      const result = await (client.query as (...a: unknown[]) => Promise<unknown>).apply(
+        client,
+        rest,
+      );
+      await mark(false);
+      return result;
+    })();
+    if (!callback) return ran;
+    ran.then(
+      (result) => callback(null, result),
+      (error: Error) => callback(error),
+    );
+    return undefined;
   };
   return new Proxy(client, {
     get(target, property) {
