@@ -57,7 +57,8 @@ function statementsOf(text: string): string[] {
   return text
     .replace(
       /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[\s\S]*?\1|--[^\n]*|\/\*[\s\S]*?\*\//g,
-      ' x ',
+      // A comment is blank space; a literal or identifier is a word that no keyword matches.
+      (match) => (match.startsWith('-') || match.startsWith('/') ? ' ' : ' x '),
     )
     .split(';');
 }
