@@ -48,7 +48,49 @@ afterAll(async () => {
 
 type Mode = 'tx' | 'plain';
 /** What an action does in its first attempt that runs its work; later ones behave. */
-type Misbehaviour = 'none' | 'freeze' | 'commit' | 'rollback' | 'pause' | 'lose-answer';
+type Misbehaviour =
+  | 'none'
+  | 'freeze'
+  | 'commit'
+  | 'rollback'
+  | 'pause'
+  | 'lose-answer'
+  | 'session'
+  | 'freeze-untimed';
+
+/**
+ * What a `session` misbehaviour leaves on its connection, in turn (issue 31): settings the store's
+ * own statements must never run with, and session objects the pool's next user must never get.
+ */
+const SESSION_CHANGES = [
+  'set synchronous_commit = off',
+  'set session_replication_role = replica',
+  `set app.tenant = 'tenant-1'`,
+  'set row_security = off',
+  'select pg_advisory_lock(31)',
+  'create temp table scratch (x int)',
+  'prepare leaked as select 1',
+  'listen leaked_channel',
+  `set work_mem = '64MB'`,
+  'set extra_float_digits = 0',
+  'set default_transaction_deferrable = on',
+  `set search_path = pg_catalog`,
+  `set lock_timeout = 0; set statement_timeout = '1ms'`,
+];
+let sessionChanges = 0;
+
+/** What the next user of a pooled connection sees of its session. */
+const SESSION_VIEW = `select current_user as role, current_setting('search_path') as search_path,
+  current_setting('statement_timeout') as statement_timeout, current_setting('lock_timeout') as lock_timeout,
+  current_setting('synchronous_commit') as synchronous_commit,
+  current_setting('session_replication_role') as replication_role,
+  coalesce(current_setting('app.tenant', true), '') as tenant, current_setting('row_security') as row_security,
+  current_setting('work_mem') as work_mem, current_setting('extra_float_digits') as extra_float_digits,
+  current_setting('default_transaction_deferrable') as deferrable,
+  (select count(*) from pg_locks where locktype = 'advisory' and pid = pg_backend_pid())::int as advisory,
+  (select count(*) from pg_class where relnamespace = pg_my_temp_schema())::int as temp,
+  (select count(*) from pg_prepared_statements where from_sql)::int as prepared,
+  (select count(*) from pg_listening_channels())::int as listening`;
 
 interface Tally {
   actions: number;
@@ -80,6 +122,13 @@ async function attempt(
         done();
         await tx.query(ledgerInsert, [a.key, a.resource, fence, 'tx']);
         if (misbehave === 'freeze') await sleep(2 * TTL_MS);
+        if (misbehave === 'session')
+          await tx.query(SESSION_CHANGES[sessionChanges++ % SESSION_CHANGES.length]!);
+        if (misbehave === 'freeze-untimed') {
+          // Its TTL cut taken away: the store must end it at its TTL all the same.
+          await tx.query('set statement_timeout = 0; set idle_in_transaction_session_timeout = 0');
+          await tx.query(`select pg_sleep(${(4 * TTL_MS) / 1000})`);
+        }
         if (misbehave === 'commit') await tx.query('commit');
         if (misbehave === 'rollback') await tx.query('rollback');
         return { payload: bytes(`tx ${fence}`) };
@@ -200,7 +249,15 @@ async function terminateNow(tally: Tally): Promise<void> {
   tally.terminated += rows.length;
 }
 
-async function run(name: string, options: { actions: number; resources: number; kill: boolean }) {
+async function run(
+  name: string,
+  options: {
+    actions: number;
+    resources: number;
+    kill: boolean;
+    misbehaviours?: Record<Mode, Misbehaviour[]>;
+  },
+) {
   const tally: Tally = {
     actions: options.actions,
     applied: 0,
@@ -212,7 +269,7 @@ async function run(name: string, options: { actions: number; resources: number; 
     terminated: 0,
     misbehaved: {},
   };
-  const misbehaviours: Record<Mode, Misbehaviour[]> = {
+  const misbehaviours: Record<Mode, Misbehaviour[]> = options.misbehaviours ?? {
     tx: ['none', 'none', 'freeze', 'commit', 'rollback'],
     plain: ['none', 'none', 'pause', 'pause', 'lose-answer'],
   };
@@ -220,7 +277,8 @@ async function run(name: string, options: { actions: number; resources: number; 
     // Some keys are driven twice, at once: a replay, or two callers racing for one key.
     const j = i % 7 === 6 ? i - 2 : i;
     const mode: Mode = j % 2 === 0 ? 'tx' : 'plain';
-    const misbehave = j === i ? misbehaviours[mode][Math.floor(j / 2) % 5]! : 'none';
+    const list = misbehaviours[mode];
+    const misbehave = j === i ? list[Math.floor(j / 2) % list.length]! : 'none';
     tally.misbehaved[misbehave] = (tally.misbehaved[misbehave] ?? 0) + 1;
     const key = `${name}/${j}`;
     return {
@@ -299,5 +357,30 @@ describe('fault injection, transactional lanes: no duplicate, no stale write, no
   it('the same with backends terminated at random', async () => {
     const tally = await run('killed', { actions: 40, resources: 3, kill: true });
     expect(tally.terminated).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('transactional effects that change their session (settings, locks, temp tables, LISTEN, no TTL cut): the pool gets every connection back as it was', async () => {
+    const fresh = new pg.Client({ ...h.db.config, application_name: APP });
+    await fresh.connect();
+    const expected = (await fresh.query(SESSION_VIEW)).rows[0];
+    await fresh.end();
+    const tally = await run('session', {
+      actions: 60,
+      resources: 3,
+      kill: false,
+      misbehaviours: {
+        tx: ['session', 'session', 'session', 'none', 'freeze-untimed', 'rollback'],
+        plain: ['none', 'none', 'pause', 'lose-answer'],
+      },
+    });
+    expect(tally.misbehaved.session).toBeGreaterThanOrEqual(SESSION_CHANGES.length);
+    // Every connection of the pool, held at once, shows its session as a fresh one does.
+    const held = await Promise.all(Array.from({ length: pool.totalCount }, () => pool.connect()));
+    try {
+      for (const client of held)
+        expect((await client.query(SESSION_VIEW)).rows[0]).toEqual(expected);
+    } finally {
+      for (const client of held) client.release();
+    }
   }, 120_000);
 });
