@@ -211,7 +211,7 @@ describe('through PgBouncer (transaction mode), the bouncer next client gets the
 
   it('session-level SETs (search_path, statement_timeout, a custom setting) are put back before the commit; SET LOCAL works as usual', async () => {
     const { done, rows, before, after } = await run(
-      `set search_path = pg_catalog; set statement_timeout = '1ms'; set app.tenant = 't'; set local work_mem = '64MB'; set synchronous_commit = off`,
+      `set search_path = pg_catalog; set app.tenant = 't'; set local work_mem = '64MB'; set synchronous_commit = off; set statement_timeout = '1ms'`,
     );
     expect(done.outcome).toBe('applied');
     expect(rows).toBe(1);

@@ -629,11 +629,18 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     let open = false;
     /** The session as it came out of the pool (SESSION_STATE), to give it back so. */
     let sessionBefore: string | undefined;
-    /** The work changed what cannot be put back (a temp table, a session lock): the connection is not given back. */
+    /** The work changed what cannot be put back (a temp table, a PREPARE): the connection is not given back. */
     let changed = false;
     const pooled = this.#transactionPooling;
     const end = async (command: 'commit' | 'rollback'): Promise<pg.QueryResult> => {
-      const cleanup = pooled && command === 'rollback' ? `${POOLED_AFTER_ROLLBACK};` : '';
+      // A rollback leaves the work's session advisory locks (and, behind a pooler, its SQL
+      // prepared statements, which elsewhere discard the connection) on the session.
+      const cleanup =
+        command === 'commit'
+          ? ''
+          : pooled
+            ? `${POOLED_AFTER_ROLLBACK};`
+            : 'select pg_catalog.pg_advisory_unlock_all();';
       const results = (await query(
         `${command}; ${cleanup} select ${SESSION_STATE} as session`,
       )) as unknown as pg.QueryResult[];

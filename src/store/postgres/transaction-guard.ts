@@ -140,18 +140,17 @@ export function guardedClient(
 }
 
 /**
- * What of a session outlives a transaction and is not a setting RESET ALL puts back: temporary
- * relations, SQL-level prepared statements, advisory locks held by the backend (right after
- * BEGIN and after the end, only session-level ones), LISTEN channels, holdable cursors. With the
- * settings below, compared at the start and at the end of the transaction.
+ * What of a session outlives a transaction and is not put back by the reset after the work
+ * ({@link resetAfterWork}: settings, role, LISTEN, cursors, session advisory locks): temporary
+ * relations and SQL-level prepared statements. Counted cheaply: a session that never made a
+ * temporary object has no temporary schema (0), and pg_class is only scanned for one that has.
  */
-const SESSION_OBJECTS = [
-  '(select pg_catalog.count(*) from pg_catalog.pg_class where relnamespace operator(pg_catalog.=) pg_catalog.pg_my_temp_schema())',
-  '(select pg_catalog.count(*) from pg_catalog.pg_prepared_statements where from_sql)',
-  `(select pg_catalog.count(*) from pg_catalog.pg_locks where locktype operator(pg_catalog.=) 'advisory' and pid operator(pg_catalog.=) pg_catalog.pg_backend_pid())`,
-  '(select pg_catalog.count(*) from pg_catalog.pg_listening_channels())',
-  '(select pg_catalog.count(*) from pg_catalog.pg_cursors where is_holdable)',
-];
+const TEMP_RELATIONS = `case when pg_catalog.pg_my_temp_schema() operator(pg_catalog.=) 0 then 0 else
+  (select pg_catalog.count(*) from pg_catalog.pg_class
+    where relnamespace operator(pg_catalog.=) pg_catalog.pg_my_temp_schema()) end`;
+const PREPARED =
+  '(select pg_catalog.count(*) from pg_catalog.pg_prepared_statements where from_sql)';
+const SESSION_OBJECTS = ['pg_catalog.pg_my_temp_schema()', TEMP_RELATIONS, PREPARED];
 
 /**
  * A fingerprint of what a transactional effect's work could leave to the pool's next user and the
@@ -261,12 +260,13 @@ export function resetAfterWork(
   }
   if (baseline.role !== null)
     parts.push(`select pg_catalog.set_config('role', ${lit(baseline.role)}, false)`);
-  if (pooled) {
+  if (!pooled) parts.push('select pg_catalog.pg_advisory_unlock_all()');
+  else {
     parts.push(
       `select pg_catalog.count(*) as n from pg_catalog.pg_locks where locktype operator(pg_catalog.=) 'advisory' and pid operator(pg_catalog.=) pg_catalog.pg_backend_pid()`,
       'select pg_catalog.pg_advisory_unlock_all()',
       `select (select pg_catalog.count(*) from pg_catalog.pg_locks where locktype operator(pg_catalog.=) 'advisory' and pid operator(pg_catalog.=) pg_catalog.pg_backend_pid()) as advisory_after,
-        ${SESSION_OBJECTS[0]} as temp, ${SESSION_OBJECTS[1]} as prepared`,
+        ${TEMP_RELATIONS} as temp, ${PREPARED} as prepared`,
     );
   }
   parts.push(`select pg_catalog.set_config('statement_timeout', ${ttl}, true),
@@ -300,7 +300,7 @@ export function refusedSessionState(
 }
 
 /** At BEGIN behind a pooler: the counts {@link refusedSessionState} compares with. */
-export const POOLED_COUNTS_AT_BEGIN = `${SESSION_OBJECTS[0]} as temp_at_begin, ${SESSION_OBJECTS[1]} as prepared_at_begin`;
+export const POOLED_COUNTS_AT_BEGIN = `${TEMP_RELATIONS} as temp_at_begin, ${PREPARED} as prepared_at_begin`;
 
 /**
  * After a ROLLBACK behind a transaction-mode pooler: what a rollback leaves of the work's session
