@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import {
+  ContendedError,
   FenceStaleError,
   InvalidActionError,
   KeyConflictError,
@@ -68,6 +69,7 @@ import {
   type Statement,
   statements,
 } from './sql.js';
+import { ResourceWaiters } from './waiters.js';
 
 /** How a PgStore connects, where its tables are, and which input it refuses. */
 export interface PgStoreOptions extends PoolOptions {
@@ -99,9 +101,23 @@ export interface PgStoreOptions extends PoolOptions {
    * transaction holds locked before it answers `contended` with this as its retry delay. A
    * transactional holder keeps its resource's row locked until it commits; without this bound
    * every caller of that resource would wait out a stalled holder, each on a pool connection.
+   * The same bound holds `renew`, `complete`, `markUncertain` and `release` of a holder whose
+   * resource a transactional grant took over: they throw ContendedError (retryable, nothing
+   * written) instead of waiting out that holder's whole transaction.
    * @default 1_000
    */
   lockWaitMs?: number;
+  /**
+   * How many of this store's acquire calls (plain or transactional) may be in flight for one
+   * resource at a time; any more answer `contended` at once, without taking a pool connection,
+   * with the time the earliest one in flight may still wait as their retry delay. Each call in
+   * flight may wait up to `lockWaitMs` on a pool connection for a busy resource's row; without
+   * this bound a few dozen callers of one busy resource held every connection of the pool, and
+   * every other resource's calls waited behind them. A transactional grant leaves its slot once
+   * granted: its work does not count.
+   * @default 1
+   */
+  waitersPerResource?: number;
 }
 
 /**
@@ -155,16 +171,23 @@ const SQL = {
     from (select) as one
     left join (select state = 'done' as done, result from ${s}.keys
                where key = $1 and resource = $2 and digest = $3) as h on true`,
-  renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
+  // The holder's calls wait for their resource's row at most lockWaitMs too (the last parameter),
+  // set first in a CASE as in acquire: a transactional grant that took the resource over keeps
+  // that row locked for its whole work.
+  renew: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $6, true) is not null
+           then pg_catalog.to_jsonb(${s}.renew($1, $2, $3, $4, $5)) end as o_renewed`,
   // The holder's complete in one statement, no function call: release the resource and move the
   // key to done, recording on the row the state it was completed from (the completion's event, see
   // events). The UPDATE matches only for this holder at this fence, holding its key held or
   // applying (the invariant every transition keeps), so it is the fence check and the key moves
   // with it. No row back means nothing was written: complete() judges it (a repeat, a stale
-  // fence, or a broken invariant, which it raises).
+  // fence, or a broken invariant, which it raises). The lock wait bound ($5) is a filter of the
+  // UPDATE: evaluated on the row before the UPDATE waits for its lock.
   complete: (s: string) => `with released as (
       update ${s}.resources r set holder = null, expires_at = null
        where resource = $2::text and fence = $3::bigint and holder = $1::text
+         and pg_catalog.set_config('lock_timeout', $5::text, true) is not null
          and exists (select from ${s}.keys k
                       where k.key = r.holder and k.fence = r.fence
                         and k.state in ('held', 'applying'))
@@ -177,9 +200,15 @@ const SQL = {
       returning 1
     )
     select from moved`,
-  completeJudged: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
-  markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
-  release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
+  completeJudged: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $5, true) is not null
+           then pg_catalog.to_jsonb(${s}.complete($1, $2, $3, $4)) end as o_judged`,
+  markUncertain: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $5, true) is not null
+           then ${s}.mark_uncertain($1, $2, $3, $4) end as o_outcome`,
+  release: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $4, true) is not null
+           then ${s}.release($1, $2, $3) end as o_outcome`,
   resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6, $7)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
   purge: (s: string) => `select ${s}.purge_batch($1, $2) as o_purged`,
@@ -314,12 +343,6 @@ const parseBytea = pg.types.getTypeParser(pg.types.builtins.BYTEA, 'text') as (
   text: string,
 ) => Buffer;
 
-/** What complete() answers when the one-statement complete wrote nothing. */
-interface CompleteRow {
-  o_outcome: string;
-  o_result: Buffer | null;
-}
-
 interface KeyRow {
   key: string;
   resource: string;
@@ -372,6 +395,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #sweepLockKey: string;
   /** lockWaitMs as the value of Postgres's `lock_timeout`. */
   readonly #lockTimeout: string;
+  /** This store's acquire calls in flight per resource (waitersPerResource). */
+  readonly #waiters: ResourceWaiters;
 
   constructor(options: PgStoreOptions = {}) {
     const batch = options.purgeBatchSize ?? 5_000;
@@ -390,6 +415,14 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
     this.#lockWaitMs = lockWaitMs;
     this.#lockTimeout = `${lockWaitMs}ms`;
+    const waiters = options.waitersPerResource ?? 1;
+    if (!Number.isSafeInteger(waiters) || waiters < 1) {
+      throw new InvalidActionError(
+        'waitersPerResource',
+        `must be a positive integer, got ${String(waiters)}`,
+      );
+    }
+    this.#waiters = new ResourceWaiters(waiters, lockWaitMs);
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     this.#transactionPooling = options.transactionPooling === true;
     this.#sweepLockKey = sweepLockKey(this.#schema);
@@ -525,6 +558,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       options.applying === true,
       this.#lockTimeout,
     ];
+    const leave = this.#waiters.enter(a.resource);
+    if (!leave) return this.#turnedAway(a.resource);
     let answer: AcquireHit;
     try {
       try {
@@ -538,6 +573,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     } catch (error) {
       if (!lockWaitExceeded(error)) throw error;
       return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+    } finally {
+      leave();
     }
     const { o_result, o_fresh } = answer;
     if (!o_fresh) return { outcome: 'replayed', result: { payload: plainBytes(o_result!) } };
@@ -566,12 +603,23 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         isolation !== 'read committed' &&
         attempt < SERIALIZATION_ATTEMPTS &&
         isSerializationFailure(error);
+      const leave = this.#waiters.enter(a.resource);
+      if (!leave) return this.#turnedAway(a.resource);
       let execution: Execution | typeof LOST_RACE;
       try {
-        execution = await this.#transactionAttempt(a, ttlMs, work, options.signal, isolation);
+        execution = await this.#transactionAttempt(
+          a,
+          ttlMs,
+          work,
+          options.signal,
+          isolation,
+          leave,
+        );
       } catch (error) {
         if (retry(error)) continue;
         throw error;
+      } finally {
+        leave();
       }
       if (execution === LOST_RACE) continue;
       if (execution.outcome === 'failed' && retry(execution.error)) continue;
@@ -591,6 +639,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
     signal: AbortSignal | undefined,
     isolation: TransactionIsolation,
+    leaveWaiters: () => void,
   ): Promise<Execution | typeof LOST_RACE> {
     const operation = 'executeInTransaction';
     const session = await checkoutFor(this.#pool, operation);
@@ -655,6 +704,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         await rollBack();
         return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
       }
+      // Answered: the work that may follow is no wait, and does not count as one.
+      leaveWaiters();
       const { o_fence, o_seen, o_judged, o_xid } = granted.rows[0]!;
       let judged = o_judged && fromJson(o_judged);
       if (o_fence !== null && int(o_fence) !== int(o_seen) + 1) {
@@ -742,6 +793,11 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
   }
 
+  /** An acquire turned away by waitersPerResource: nothing asked, no connection taken. */
+  #turnedAway(resource: string): { outcome: 'contended'; retryAfterMs: number } {
+    return { outcome: 'contended', retryAfterMs: this.#waiters.retryAfterMs(resource) };
+  }
+
   /** Whether a key of this name is recorded; a store that cannot answer says no. */
   async #keyExists(key: Key): Promise<boolean> {
     const rows = await this.#rows('binding', [key]).catch(() => []);
@@ -797,48 +853,73 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   ): Promise<Lease> {
     const a = this.#leaseAction(action, lease);
     checkLeaseTtl(ttlMs, this.#limits);
-    const row = await this.#one<{ o_outcome: string; o_expires_at_ms: string | null }>('renew', [
-      a.key,
-      a.resource,
-      lease.fence,
-      ttlMs,
-      options.applying === true,
-    ]);
-    this.#expect(row.o_outcome, 'renewed', a.resource, lease);
-    return { ...lease, ttlMs, expiresAt: int(row.o_expires_at_ms) };
+    const [{ o_renewed }] = (await this.#holderRows<{
+      o_renewed: { o_outcome: string; o_expires_at_ms: number | null };
+    }>('renew', a, [a.key, a.resource, lease.fence, ttlMs, options.applying === true])) as [
+      { o_renewed: { o_outcome: string; o_expires_at_ms: number | null } },
+    ];
+    this.#expect(o_renewed.o_outcome, 'renewed', a.resource, lease);
+    return { ...lease, ttlMs, expiresAt: int(o_renewed.o_expires_at_ms) };
   }
 
   async complete(action: Action, lease: Lease, result: Result): Promise<Result> {
     const payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
     const a = this.#leaseAction(action, lease);
     const values = [a.key, a.resource, lease.fence, asBuffer(payload)];
-    const moved = await this.#rows('complete', values);
-    const row =
-      moved.length === 1
-        ? undefined
-        : (await this.#rows<CompleteRow>('completeJudged', values))[0]!;
-    if (!row) return { payload: plainBytes(payload) };
-    if (row.o_outcome === 'replayed') return { payload: plainBytes(row.o_result!) };
-    this.#expect(row.o_outcome, 'completed', a.resource, lease);
+    const moved = await this.#holderRows('complete', a, values);
+    if (moved.length === 1) return { payload: plainBytes(payload) };
+    const [{ o_judged }] = (await this.#holderRows<{
+      o_judged: { o_outcome: string; o_result: string | null };
+    }>('completeJudged', a, values)) as [
+      { o_judged: { o_outcome: string; o_result: string | null } },
+    ];
+    if (o_judged.o_outcome === 'replayed') {
+      return { payload: plainBytes(parseBytea(o_judged.o_result!)) };
+    }
+    this.#expect(o_judged.o_outcome, 'completed', a.resource, lease);
     return { payload: plainBytes(payload) };
   }
 
   async markUncertain(action: Action, lease: Lease, reason: string): Promise<void> {
     const masked = checkReason(reason, this.#limits);
     const a = this.#leaseAction(action, lease);
-    const row = await this.#one<{ o_outcome: string }>('markUncertain', [
+    const [row] = await this.#holderRows<{ o_outcome: string }>('markUncertain', a, [
       a.key,
       a.resource,
       lease.fence,
       masked,
     ]);
-    this.#expect(row.o_outcome, 'marked', a.resource, lease);
+    this.#expect(row!.o_outcome, 'marked', a.resource, lease);
   }
 
   async release(action: Action, lease: Lease): Promise<void> {
     const a = this.#leaseAction(action, lease);
-    const row = await this.#one<{ o_outcome: string }>('release', [a.key, a.resource, lease.fence]);
-    this.#expect(row.o_outcome, 'released', a.resource, lease);
+    const [row] = await this.#holderRows<{ o_outcome: string }>('release', a, [
+      a.key,
+      a.resource,
+      lease.fence,
+    ]);
+    this.#expect(row!.o_outcome, 'released', a.resource, lease);
+  }
+
+  /**
+   * A holder's statement, waiting for its resource's row at most lockWaitMs: past that (a
+   * transactional grant holds the row for its work) it throws ContendedError, nothing written,
+   * instead of holding a pool connection for the rest of that transaction.
+   */
+  async #holderRows<R extends pg.QueryResultRow>(
+    operation: 'renew' | 'complete' | 'completeJudged' | 'markUncertain' | 'release',
+    a: Required<Action>,
+    values: unknown[],
+  ): Promise<R[]> {
+    try {
+      return await this.#rows<R>(operation, [...values, this.#lockTimeout]);
+    } catch (error) {
+      if (!lockWaitExceeded(error)) throw error;
+      throw new ContendedError(a.key, a.resource, this.#lockWaitMs, {
+        cause: (error as StoreUnavailableError).cause,
+      });
+    }
   }
 
   async resolveUncertain(key: Key, resolution: Resolution): Promise<ResolveOutcome> {
