@@ -178,6 +178,30 @@ describe('a plain holder whose resource a transactional grant took over', () => 
   });
 });
 
+describe('callers of one resource that meet no held row', () => {
+  it('are never turned away: 40 replays of done keys at once all replay', async () => {
+    const pool = new pg.Pool({ ...h.db.config, max: 10 });
+    pool.on('error', () => {});
+    const store = new PgStore({ pool, schema: h.db.schema, lockWaitMs: LOCK_WAIT_MS });
+    try {
+      const runner = new Runner(store, { ttlMs: 10_000 });
+      for (let i = 0; i < 40; i++) {
+        await runner.execute({ key: `done-${i}`, resource: 'shared' }, async () => ({
+          payload: bytes(`r${i}`),
+        }));
+      }
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          store.acquire({ key: `done-${i}`, resource: 'shared' }, 10_000),
+        ),
+      );
+      expect(answers.map((answer) => answer.outcome)).toEqual(Array(40).fill('replayed'));
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
 /** The q-quantile of `samples` (nearest rank). */
 function quantile(samples: number[], q: number): number {
   const sorted = [...samples].sort((x, y) => x - y);
@@ -215,11 +239,13 @@ describe('80 callers of one busy resource, a pool of 10', () => {
       let mostWaiting = 0;
       let contended = 0;
       // Idle and busy turns alternate, so a load change on the machine hits both alike.
-      for (let round = 0; round < 4; round++) {
+      for (let round = 0; round < 5; round++) {
         idle.push(...(await sample(50)));
         let stop = false;
         let m = 0;
+        let answered = 0;
         const callers = Array.from({ length: 80 }, async (_, j) => {
+          let first = true;
           while (!stop) {
             m += 1;
             const got = await store.acquire(
@@ -228,6 +254,8 @@ describe('80 callers of one busy resource, a pool of 10', () => {
             );
             expect(got.outcome).toBe('contended');
             contended += 1;
+            if (first) answered += 1;
+            first = false;
             // As the activity's retry would: after the answer's delay (at least 20 ms here).
             if (got.outcome === 'contended') await sleep(Math.max(20, got.retryAfterMs));
           }
@@ -236,14 +264,16 @@ describe('80 callers of one busy resource, a pool of 10', () => {
           while (!stop) {
             const { rows } = await h.db.pool.query<{ n: number }>(
               `select count(*)::int as n from pg_stat_activity
-                where application_name = $1 and wait_event_type = 'Lock'`,
+                where application_name = $1 and wait_event_type = 'Lock'
+                  and clock_timestamp() - query_start > interval '50 milliseconds'`,
               [app],
             );
             mostWaiting = Math.max(mostWaiting, rows[0]!.n);
             await sleep(25);
           }
         })();
-        await sleep(LOCK_WAIT_MS); // every caller has asked at least once
+        // Measured once every caller has had its first answer: the steady state, not their start.
+        while (answered < 80) await sleep(10);
         busy.push(...(await sample(50)));
         stop = true;
         await Promise.all([...callers, watcher]);
@@ -257,8 +287,10 @@ describe('80 callers of one busy resource, a pool of 10', () => {
       console.log('unrelated acquire latency (ms), idle vs 80 callers of a busy resource', report);
       expect(mostWaiting).toBeLessThanOrEqual(1);
       expect(contended).toBeGreaterThan(80);
-      expect(report.busy.p50).toBeLessThan(2 * report.idle.p50 + 2);
-      expect(report.busy.p99).toBeLessThan(2 * report.idle.p99 + 5);
+      // Twice idle, plus a quarter of the lock bound for a loaded machine's noise: without the bound
+      // in the process, the unrelated calls queued behind the waiters for several lock bounds.
+      expect(report.busy.p50).toBeLessThan(2 * report.idle.p50 + LOCK_WAIT_MS / 4);
+      expect(report.busy.p99).toBeLessThan(2 * report.idle.p99 + LOCK_WAIT_MS / 4);
     } finally {
       await holder.end();
       await pool.end();

@@ -108,13 +108,15 @@ export interface PgStoreOptions extends PoolOptions {
    */
   lockWaitMs?: number;
   /**
-   * How many of this store's acquire calls (plain or transactional) may be in flight for one
-   * resource at a time; any more answer `contended` at once, without taking a pool connection,
-   * with the time the earliest one in flight may still wait as their retry delay. Each call in
-   * flight may wait up to `lockWaitMs` on a pool connection for a busy resource's row; without
-   * this bound a few dozen callers of one busy resource held every connection of the pool, and
-   * every other resource's calls waited behind them. A transactional grant leaves its slot once
-   * granted: its work does not count.
+   * How many of this store's acquire calls (plain or transactional) may be in flight at a time
+   * for a busy resource: one whose row a call found held by another transaction (a
+   * transactional holder holds it for its whole work) within the last `lockWaitMs`. Each caller
+   * that waits for that row holds a pool connection for up to `lockWaitMs`; without this bound a
+   * few dozen callers of one busy resource held every connection of the pool, and every other
+   * resource's calls queued behind them. The others answer `contended` at once, without a pool
+   * connection, with a retry delay past the earliest one's wait. On a resource nobody found held,
+   * every call goes in (replays, grants, a live lease's `contended` wait for no row), and looks
+   * first without waiting; only a call that finds the row held waits, if it gets a place.
    * @default 1
    */
   waitersPerResource?: number;
@@ -338,6 +340,15 @@ function fromJson(row: AcquireJson): AcquireRow {
 /** A transactional attempt that found its key committed by another caller: asked again. */
 const LOST_RACE = Symbol('lost race');
 
+/** A transactional attempt whose grant gave up waiting for the resource's row. */
+const ROW_HELD = Symbol('row held');
+
+/**
+ * The lock wait of an acquire's first look: long enough for a row another statement holds for
+ * its own few milliseconds, far too short to hold a connection while a transaction holds it.
+ */
+const FIRST_LOOK = '5ms';
+
 /** pg's own bytea parser, for the bytea inside JSON: it reads whichever `bytea_output` the session uses. */
 const parseBytea = pg.types.getTypeParser(pg.types.builtins.BYTEA, 'text') as (
   text: string,
@@ -549,36 +560,51 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
     const digest = payloadDigest(a.payload);
-    const values = [
+    const values = (lockTimeout: string) => [
       a.key,
       a.resource,
       digest,
       a.retrySafety,
       ttlMs,
       options.applying === true,
-      this.#lockTimeout,
+      lockTimeout,
     ];
-    const leave = this.#waiters.enter(a.resource);
-    if (!leave) return this.#turnedAway(a.resource);
+    const pass = this.#waiters.enter(a.resource);
+    if (!pass) return this.#turnedAway(a.resource);
     let answer: AcquireHit;
     try {
       try {
-        [answer] = (await this.#rows<AcquireHit>('acquire', values)) as [AcquireHit];
+        answer = await this.#askAcquire(values(FIRST_LOOK));
       } catch (error) {
-        if (!lostRace(error)) throw error;
-        // The fresh grant lost a race: asked once more, acquire_fresh() now sees the key and
-        // leaves it to acquire(), which judges it under the locks.
-        [answer] = (await this.#rows<AcquireHit>('acquire', values)) as [AcquireHit];
+        if (!lockWaitExceeded(error)) throw error;
+        // The resource's row is held: waited for by at most waitersPerResource of these calls.
+        if (!pass.held()) return this.#turnedAway(a.resource);
+        try {
+          answer = await this.#askAcquire(values(this.#lockTimeout));
+        } catch (error) {
+          if (!lockWaitExceeded(error)) throw error;
+          pass.held();
+          return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+        }
       }
-    } catch (error) {
-      if (!lockWaitExceeded(error)) throw error;
-      return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
     } finally {
-      leave();
+      pass.leave();
     }
     const { o_result, o_fresh } = answer;
     if (!o_fresh) return { outcome: 'replayed', result: { payload: plainBytes(o_result!) } };
     return this.#acquisition(a, ttlMs, fromJson(o_fresh), false);
+  }
+
+  /** The acquire statement; a fresh grant that lost a race is asked once more. */
+  async #askAcquire(values: unknown[]): Promise<AcquireHit> {
+    try {
+      return (await this.#rows<AcquireHit>('acquire', values))[0]!;
+    } catch (error) {
+      if (!lostRace(error)) throw error;
+      // Asked once more, acquire_fresh() now sees the key and leaves it to acquire(), which
+      // judges it under the locks.
+      return (await this.#rows<AcquireHit>('acquire', values))[0]!;
+    }
   }
 
   async executeInTransaction(
@@ -603,23 +629,12 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         isolation !== 'read committed' &&
         attempt < SERIALIZATION_ATTEMPTS &&
         isSerializationFailure(error);
-      const leave = this.#waiters.enter(a.resource);
-      if (!leave) return this.#turnedAway(a.resource);
       let execution: Execution | typeof LOST_RACE;
       try {
-        execution = await this.#transactionAttempt(
-          a,
-          ttlMs,
-          work,
-          options.signal,
-          isolation,
-          leave,
-        );
+        execution = await this.#transactionAttempt(a, ttlMs, work, options.signal, isolation);
       } catch (error) {
         if (retry(error)) continue;
         throw error;
-      } finally {
-        leave();
       }
       if (execution === LOST_RACE) continue;
       if (execution.outcome === 'failed' && retry(execution.error)) continue;
@@ -628,10 +643,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   }
 
   /**
-   * One transaction: grant, the effect's work, the key written done, commit. LOST_RACE when the
-   * key turned out committed meanwhile by another caller: everything of this attempt, the work's
-   * statements included, is rolled back, and the next attempt sees that key (a replay, or a
-   * conflict).
+   * One attempt: a first look that waits for no held row, then, if the resource's row is held,
+   * the attempt again waiting for it at most lockWaitMs, by at most waitersPerResource of this
+   * store's calls at a time (the place is left once the grant is answered: the work is no wait).
    */
   async #transactionAttempt(
     a: Required<Action>,
@@ -639,8 +653,40 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
     signal: AbortSignal | undefined,
     isolation: TransactionIsolation,
-    leaveWaiters: () => void,
   ): Promise<Execution | typeof LOST_RACE> {
+    const pass = this.#waiters.enter(a.resource);
+    if (!pass) return this.#turnedAway(a.resource);
+    try {
+      const once = (lockTimeout: string) =>
+        this.#transactionOnce(a, ttlMs, work, signal, isolation, lockTimeout, pass.leave);
+      const first = await once(FIRST_LOOK);
+      if (first !== ROW_HELD) return first;
+      if (!pass.held()) return this.#turnedAway(a.resource);
+      const waited = await once(this.#lockTimeout);
+      if (waited !== ROW_HELD) return waited;
+      pass.held();
+      return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+    } finally {
+      pass.leave();
+    }
+  }
+
+  /**
+   * One transaction: grant, the effect's work, the key written done, commit. LOST_RACE when the
+   * key turned out committed meanwhile by another caller: everything of this attempt, the work's
+   * statements included, is rolled back, and the next attempt sees that key (a replay, or a
+   * conflict). ROW_HELD when the grant gave up waiting for the resource's row after
+   * `lockTimeout`; `answered` is called once the grant has its answer.
+   */
+  async #transactionOnce(
+    a: Required<Action>,
+    ttlMs: number,
+    work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
+    signal: AbortSignal | undefined,
+    isolation: TransactionIsolation,
+    lockTimeout: string,
+    answered: () => void,
+  ): Promise<Execution | typeof LOST_RACE | typeof ROW_HELD> {
     const operation = 'executeInTransaction';
     const session = await checkoutFor(this.#pool, operation);
     const { client } = session;
@@ -679,9 +725,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     };
     const commit = (): Promise<pg.QueryResult> => end('commit');
     try {
-      const begun = (await query(
-        beginTransaction(isolation, ttlMs, this.#lockTimeout),
-      )) as unknown as [pg.QueryResult, pg.QueryResult<{ lock_timeout: string; session: string }>];
+      const begun = (await query(beginTransaction(isolation, ttlMs, lockTimeout))) as unknown as [
+        pg.QueryResult,
+        pg.QueryResult<{ lock_timeout: string; session: string }>,
+      ];
       open = true;
       sessionBefore = begun[1].rows[0]!.session;
       const digest = transactionalDigest(a.payload);
@@ -702,10 +749,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         if (!lockWaitExceeded(error)) throw error;
         // The resource's row is held by another transaction (a transactional holder) past the bound.
         await rollBack();
-        return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+        return ROW_HELD;
       }
       // Answered: the work that may follow is no wait, and does not count as one.
-      leaveWaiters();
+      answered();
       const { o_fence, o_seen, o_judged, o_xid } = granted.rows[0]!;
       let judged = o_judged && fromJson(o_judged);
       if (o_fence !== null && int(o_fence) !== int(o_seen) + 1) {
@@ -793,7 +840,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
   }
 
-  /** An acquire turned away by waitersPerResource: nothing asked, no connection taken. */
+  /** An acquire turned away by waitersPerResource: it waits for nothing, on no connection. */
   #turnedAway(resource: string): { outcome: 'contended'; retryAfterMs: number } {
     return { outcome: 'contended', retryAfterMs: this.#waiters.retryAfterMs(resource) };
   }
