@@ -69,7 +69,7 @@ import {
   type Statement,
   statements,
 } from './sql.js';
-import { ResourceWaiters } from './waiters.js';
+import { ResourceWaiters, type WaiterPass } from './waiters.js';
 
 /** How a PgStore connects, where its tables are, and which input it refuses. */
 export interface PgStoreOptions extends PoolOptions {
@@ -574,9 +574,13 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     let answer: AcquireHit;
     try {
       try {
-        answer = await this.#askAcquire(values(FIRST_LOOK));
+        answer = await this.#askAcquire(values(pass.placed ? this.#lockTimeout : FIRST_LOOK));
       } catch (error) {
         if (!lockWaitExceeded(error)) throw error;
+        if (pass.placed) {
+          pass.held();
+          return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+        }
         // The resource's row is held: waited for by at most waitersPerResource of these calls.
         if (!pass.held()) return this.#turnedAway(a.resource);
         try {
@@ -659,16 +663,25 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     try {
       const once = (lockTimeout: string) =>
         this.#transactionOnce(a, ttlMs, work, signal, isolation, lockTimeout, pass.leave);
+      // A busy resource's place waits from the start; anyone else first looks.
+      if (pass.placed) return this.#afterWait(await once(this.#lockTimeout), pass);
       const first = await once(FIRST_LOOK);
       if (first !== ROW_HELD) return first;
       if (!pass.held()) return this.#turnedAway(a.resource);
-      const waited = await once(this.#lockTimeout);
-      if (waited !== ROW_HELD) return waited;
-      pass.held();
-      return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+      return this.#afterWait(await once(this.#lockTimeout), pass);
     } finally {
       pass.leave();
     }
+  }
+
+  /** A waited attempt's answer: a wait given up is `contended`, the resource still busy. */
+  #afterWait(
+    execution: Execution | typeof LOST_RACE | typeof ROW_HELD,
+    pass: WaiterPass,
+  ): Execution | typeof LOST_RACE {
+    if (execution !== ROW_HELD) return execution;
+    pass.held();
+    return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
   }
 
   /**

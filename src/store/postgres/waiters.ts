@@ -5,6 +5,8 @@ const FORGET_FROM = 1_024;
 
 /** One acquire call's way through {@link ResourceWaiters}. */
 export interface WaiterPass {
+  /** The call has a place: its resource is busy, so it may wait for the row from the start. */
+  readonly placed: boolean;
   /**
    * The call found the resource's row held: whether it may wait for it. It may if it has a place
    * or gets one now; the resource counts as busy from here on.
@@ -42,6 +44,9 @@ export class ResourceWaiters {
     let place = this.#busy(resource) ? this.#take(resource) : null;
     if (place === undefined) return undefined;
     return {
+      get placed() {
+        return place !== null && place !== undefined;
+      },
       held: () => {
         if (this.#heldAt.size >= FORGET_FROM) this.#forgetQuiet();
         this.#heldAt.set(resource, performance.now());
