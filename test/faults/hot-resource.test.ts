@@ -83,11 +83,13 @@ async function drive(
   mode: 'plain' | 'tx',
   tally: Tally,
   holdMs = 0,
+  answered: () => void = () => {},
 ): Promise<void> {
   for (let i = 0; i < 2_000; i++) {
     let execution: Execution;
     try {
       execution = await attempt(runner, a, mode, holdMs);
+      answered();
     } catch {
       tally.failed += 1;
       await sleep(20);
@@ -157,15 +159,22 @@ describe('fault injection, a hot resource: the pool stays with the other resourc
       })();
       // Give the first holder its grant before the callers come.
       await sleep(100);
+      let firstAnswers = 0;
       const callers = Promise.all(
         Array.from({ length: CALLERS }, async (_, j) => {
           const a = { key: `hot-${round}-${j}`, resource: 'hot', payload: bytes(`c${j}`) };
           keys.push(a.key);
-          await drive(runner, a, j % 4 === 3 ? 'tx' : 'plain', tally);
+          let first = true;
+          await drive(runner, a, j % 4 === 3 ? 'tx' : 'plain', tally, 0, () => {
+            if (first) firstAnswers += 1;
+            first = false;
+          });
         }),
       );
+      // Measured once every caller has had its first answer: 80 calls arriving in the same
+      // instant at a resource nobody has found busy yet each look once, then they are bounded.
       const sampling = (async () => {
-        await sleep(LOCK_WAIT_MS);
+        while (hot && firstAnswers < CALLERS) await sleep(10);
         while (hot) busy.push(await unrelated());
       })();
       await holding;
