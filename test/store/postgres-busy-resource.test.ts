@@ -178,6 +178,51 @@ describe('a plain holder whose resource a transactional grant took over', () => 
   });
 });
 
+describe("writeFenced's bound", () => {
+  it("is the mark's alone: the write's own statements run with the session's lock_timeout", async () => {
+    const sink = new PgFencedSink({ pool: h.db.pool, schema: h.db.schema, lockWaitMs: 150 });
+    const setting = await sink.writeFenced('bound-only', 1, async (tx) => {
+      const { rows } = await tx.query(`select current_setting('lock_timeout') as t`);
+      return rows[0].t;
+    });
+    expect(setting).toBe('0');
+  });
+
+  it('a write that gives up while the same holder has another write in flight is not called not applied: that one may commit', async () => {
+    const sink = new PgFencedSink({ pool: h.db.pool, schema: h.db.schema, lockWaitMs: 150 });
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    let holding!: () => void;
+    const held = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    const first = sink.writeFenced('twice', 1, async () => {
+      holding();
+      await finished;
+    });
+    await held;
+    const second = await sink.writeFenced('twice', 1, async () => {}).catch((e: unknown) => e);
+    expect(second).toMatchObject({ code: 'STORE_UNAVAILABLE', cause: { code: '55P03' } });
+    expect(isNotApplied(second)).toBe(false);
+    finish();
+    await first;
+    // Alone, the same failure is a definite "not applied".
+    const tx = await h.db.pool.connect();
+    try {
+      await tx.query('begin');
+      await tx.query(`select from sink_fences where resource = 'twice' for update`);
+      const alone = await sink.writeFenced('twice', 2, async () => {}).catch((e: unknown) => e);
+      expect(alone).toMatchObject({ code: 'STORE_UNAVAILABLE', cause: { code: '55P03' } });
+      expect(isNotApplied(alone)).toBe(true);
+    } finally {
+      await tx.query('rollback');
+      tx.release();
+    }
+  });
+});
+
 describe('callers of one resource that meet no held row', () => {
   it('are never turned away: 40 replays of done keys at once all replay', async () => {
     const pool = new pg.Pool({ ...h.db.config, max: 10 });

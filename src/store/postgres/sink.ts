@@ -47,13 +47,15 @@ const MAX_REMEMBERED_WRITERS = 10_000;
 const SQL = {
   // The lock wait bound ($3) holds for this statement only: set before the row is locked (the
   // CTE is the insert's source), then the transaction's own value is put back for `write`.
-  raise: (s: string) => `with bound as materialized (
-      select pg_catalog.current_setting('lock_timeout') as before,
-             pg_catalog.set_config('lock_timeout', $3::text, true) as bounded)
+  raise: (s: string) => `with prior as materialized (
+      select pg_catalog.current_setting('lock_timeout') as before
+    ), bound as materialized (
+      select pg_catalog.set_config('lock_timeout', $3::text, true) as bounded from prior
+    )
     insert into ${s}.sink_fences as sink (resource, fence) select $1::text, $2::bigint from bound
     on conflict (resource) do update set fence = excluded.fence
     where sink.fence <= excluded.fence
-    returning fence, pg_catalog.set_config('lock_timeout', (select before from bound), true)`,
+    returning fence, pg_catalog.set_config('lock_timeout', (select before from prior), true)`,
   raiseAtLeast: (
     s: string,
   ) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
