@@ -29,6 +29,7 @@ const postgres = [
   'test/cli/cli-migrate-purge.test.ts',
   'test/faults/probe-race.test.ts',
   'test/faults/transactional.test.ts',
+  'test/faults/hot-resource.test.ts',
   'test/packaging/bundle-migrate.test.ts',
 ];
 
@@ -39,7 +40,11 @@ const postgres = [
  * accident. `longOnly` files run in the long tier alone: what they check, `npm test` checks in
  * a faster file (named in each file's header).
  */
-const soakPostgres = ['test/store/postgres-concurrency.test.ts', 'test/store/postgres.test.ts'];
+const soakPostgres = [
+  'test/store/postgres-concurrency.test.ts',
+  'test/store/postgres.test.ts',
+  'test/faults/hot-resource.test.ts',
+];
 const longOnly = ['test/faults/faults.test.ts'];
 const soakTemporal = ['test/faults/mixed.test.ts', ...longOnly];
 

@@ -238,6 +238,9 @@ export class KeyConflictError extends SideEffectError {
 /**
  * Another holder has the resource. Retryable: the action has not run, and the
  * same key will be granted once the lease ends. Treating it as final loses the action.
+ * A PgStore lease call (renew, complete, markUncertain, release) throws it too when the
+ * resource's row stayed locked by another transaction past `lockWaitMs`: nothing was written,
+ * and the call may be repeated.
  */
 export class ContendedError extends SideEffectError {
   readonly code = 'CONTENDED';

@@ -9,7 +9,7 @@ import {
 import type { FencedSink } from '../../core/store.js';
 import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
-import { checkoutFor, storeError } from './session.js';
+import { checkoutFor, isLockNotAvailable, storeError } from './session.js';
 import {
   DEFAULT_SCHEMA,
   int,
@@ -32,15 +32,31 @@ export interface PgFencedSinkOptions extends PoolOptions {
    * @default { maxResourceBytes: 256 }
    */
   limits?: Partial<Pick<Limits, 'maxResourceBytes'>>;
+  /**
+   * The longest `writeFenced` waits for its resource's mark while another transaction holds it
+   * (a transactional holder keeps it for its whole work, a concurrent write until it commits)
+   * before it gives up: StoreUnavailableError, marked not applied, nothing written. Without it, a
+   * holder taken over by a transactional grant waited out that holder's whole transaction on a
+   * pool connection. `readFenced` still waits: a probe is owed the outcome of a write in flight.
+   * @default 1_000
+   */
+  lockWaitMs?: number;
 }
 
 const MAX_REMEMBERED_WRITERS = 10_000;
 
 const SQL = {
-  raise: (s: string) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
+  // The lock wait bound ($3) holds for this statement only: set before the row is locked (the
+  // CTE is the insert's source), then the transaction's own value is put back for `write`.
+  raise: (s: string) => `with prior as materialized (
+      select pg_catalog.current_setting('lock_timeout') as before
+    ), bound as materialized (
+      select pg_catalog.set_config('lock_timeout', $3::text, true) as bounded from prior
+    )
+    insert into ${s}.sink_fences as sink (resource, fence) select $1::text, $2::bigint from bound
     on conflict (resource) do update set fence = excluded.fence
     where sink.fence <= excluded.fence
-    returning fence`,
+    returning fence, pg_catalog.set_config('lock_timeout', (select before from prior), true)`,
   raiseAtLeast: (
     s: string,
   ) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
@@ -80,12 +96,21 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   readonly #sql: Record<keyof typeof SQL, Statement>;
   /** `resource\0fence` of recent committed writes: a later failure of that holder is not definite. */
   readonly #committed = new Set<string>();
+  /** `resource\0fence` of writes in flight, by count: one may still commit while another fails. */
+  readonly #inFlight = new Map<string, number>();
+  /** lockWaitMs as the value of Postgres's `lock_timeout`. */
+  readonly #lockTimeout: string;
 
   constructor(options: PgFencedSinkOptions = {}) {
     this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
       named: options.transactionPooling !== true,
     });
     this.#maxResourceBytes = options.limits?.maxResourceBytes ?? defaultLimits.maxResourceBytes;
+    const lockWaitMs = options.lockWaitMs ?? 1_000;
+    if (!Number.isSafeInteger(lockWaitMs) || lockWaitMs < 1 || lockWaitMs > 2 ** 31 - 1) {
+      throw new InvalidActionError('lockWaitMs', `must be a positive integer, got ${lockWaitMs}`);
+    }
+    this.#lockTimeout = `${lockWaitMs}ms`;
     const { pool, owned } = openPool(options);
     this.#pool = pool;
     this.#ownsPool = owned;
@@ -112,7 +137,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     return this.#fenced('readFenced', resource, fence, read);
   }
 
-  /** One transaction on one connection: raise the mark (or refuse, for a write), run `work`, commit. */
+  /** Validates, and counts the holder's writes in flight around the transaction. */
   async #fenced<T>(
     operation: 'writeFenced' | 'readFenced',
     resource: string,
@@ -124,11 +149,36 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     if (!Number.isSafeInteger(fence) || fence < 1) {
       throw new InvalidActionError('fence', `must be a fence issued by the store, got ${fence}`);
     }
+    if (operation === 'readFenced') return this.#transaction(operation, resource, fence, work);
+    const writer = `${resource}\0${fence}`;
+    this.#inFlight.set(writer, (this.#inFlight.get(writer) ?? 0) + 1);
+    try {
+      return await this.#transaction(operation, resource, fence, work);
+    } finally {
+      const left = this.#inFlight.get(writer)! - 1;
+      if (left === 0) this.#inFlight.delete(writer);
+      else this.#inFlight.set(writer, left);
+    }
+  }
+
+  /** One transaction on one connection: raise the mark (or refuse, for a write), run `work`, commit. */
+  async #transaction<T>(
+    operation: 'writeFenced' | 'readFenced',
+    resource: string,
+    fence: Fence,
+    work: (tx: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
     // Before COMMIT is sent nothing can have been written, unless an earlier write of this
-    // holder committed: a failure up to there is a definite "not applied".
+    // holder committed, or another one of its writes is still in flight (a write that gave up
+    // waiting for the mark while that one holds it): a failure up to there is a definite "not
+    // applied".
     const writer = `${resource}\0${fence}`;
     const definite = (error: unknown): unknown =>
-      operation === 'writeFenced' && !this.#committed.has(writer) ? markNotApplied(error) : error;
+      operation === 'writeFenced' &&
+      !this.#committed.has(writer) &&
+      this.#inFlight.get(writer) === 1
+        ? markNotApplied(error)
+        : error;
     const beforeCommit = async <R>(query: () => Promise<R>): Promise<R> => {
       try {
         return await unavailable(operation, query);
@@ -144,14 +194,26 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
     }
     const { client } = session;
     let failed = false;
+    /** A failure of ours left the connection as fit as it was. */
+    let kept = false;
     try {
       // Explicit READ COMMITTED: at a serializable default, two writers raising one mark would
       // fail with a serialization error instead of waiting for the row lock.
       await beforeCommit(() => client.query('begin isolation level read committed'));
-      const raise = operation === 'writeFenced' ? this.#sql.raise : this.#sql.raiseAtLeast;
       const raised = await beforeCommit(() =>
-        client.query({ ...raise, values: [resource, fence] }),
-      );
+        operation === 'writeFenced'
+          ? client.query({ ...this.#sql.raise, values: [resource, fence, this.#lockTimeout] })
+          : client.query({ ...this.#sql.raiseAtLeast, values: [resource, fence] }),
+      ).catch(async (error: unknown) => {
+        // Gave up waiting for the mark: the connection is fine once its transaction is over.
+        if (isLockNotAvailable((error as StoreUnavailableError).cause)) {
+          await client.query('rollback').then(
+            () => (kept = true),
+            () => {},
+          );
+        }
+        throw error;
+      });
       if (raised.rowCount === 0) {
         await unavailable(operation, () => client.query('rollback'));
         throw new FenceStaleError(resource, fence);
@@ -189,7 +251,10 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
       if (operation === 'writeFenced') this.#remember(writer);
       return value;
     } catch (error) {
-      if (error instanceof StoreUnavailableError || error instanceof StoreMisconfiguredError)
+      if (
+        !kept &&
+        (error instanceof StoreUnavailableError || error instanceof StoreMisconfiguredError)
+      )
         failed = true;
       throw error;
     } finally {

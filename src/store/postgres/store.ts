@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import {
+  ContendedError,
   FenceStaleError,
   InvalidActionError,
   KeyConflictError,
@@ -83,6 +84,7 @@ import {
   SESSION_BASELINE,
   SESSION_STATE,
 } from './transaction-guard.js';
+import { ResourceWaiters, type WaiterPass } from './waiters.js';
 
 /** How a PgStore connects, where its tables are, and which input it refuses. */
 export interface PgStoreOptions extends PoolOptions {
@@ -114,9 +116,25 @@ export interface PgStoreOptions extends PoolOptions {
    * transaction holds locked before it answers `contended` with this as its retry delay. A
    * transactional holder keeps its resource's row locked until it commits; without this bound
    * every caller of that resource would wait out a stalled holder, each on a pool connection.
+   * The same bound holds `renew`, `complete`, `markUncertain` and `release` of a holder whose
+   * resource a transactional grant took over: they throw ContendedError (retryable, nothing
+   * written) instead of waiting out that holder's whole transaction.
    * @default 1_000
    */
   lockWaitMs?: number;
+  /**
+   * How many of this store's acquire calls (plain or transactional) may be in flight at a time
+   * for a busy resource: one whose row a call found held by another transaction (a
+   * transactional holder holds it for its whole work) within the last `lockWaitMs`. Each caller
+   * that waits for that row holds a pool connection for up to `lockWaitMs`; without this bound a
+   * few dozen callers of one busy resource held every connection of the pool, and every other
+   * resource's calls queued behind them. The others answer `contended` at once, without a pool
+   * connection, with a retry delay past the earliest one's wait. On a resource nobody found held,
+   * every call goes in (replays, grants, a live lease's `contended` wait for no row), and looks
+   * first without waiting; only a call that finds the row held waits, if it gets a place.
+   * @default 1
+   */
+  waitersPerResource?: number;
 }
 
 /**
@@ -170,16 +188,23 @@ const SQL = {
     from (select) as one
     left join (select state = 'done' as done, result from ${s}.keys
                where key = $1 and resource = $2 and digest = $3) as h on true`,
-  renew: (s: string) => `select * from ${s}.renew($1, $2, $3, $4, $5)`,
+  // The holder's calls wait for their resource's row at most lockWaitMs too (the last parameter),
+  // set first in a CASE as in acquire: a transactional grant that took the resource over keeps
+  // that row locked for its whole work.
+  renew: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $6, true) is not null
+           then pg_catalog.to_jsonb(${s}.renew($1, $2, $3, $4, $5)) end as o_renewed`,
   // The holder's complete in one statement, no function call: release the resource and move the
   // key to done, recording on the row the state it was completed from (the completion's event, see
   // events). The UPDATE matches only for this holder at this fence, holding its key held or
   // applying (the invariant every transition keeps), so it is the fence check and the key moves
   // with it. No row back means nothing was written: complete() judges it (a repeat, a stale
-  // fence, or a broken invariant, which it raises).
+  // fence, or a broken invariant, which it raises). The lock wait bound ($5) is a filter of the
+  // UPDATE: evaluated on the row before the UPDATE waits for its lock.
   complete: (s: string) => `with released as (
       update ${s}.resources r set holder = null, expires_at = null
        where resource = $2::text and fence = $3::bigint and holder = $1::text
+         and pg_catalog.set_config('lock_timeout', $5::text, true) is not null
          and exists (select from ${s}.keys k
                       where k.key = r.holder and k.fence = r.fence
                         and k.state in ('held', 'applying'))
@@ -192,9 +217,15 @@ const SQL = {
       returning 1
     )
     select from moved`,
-  completeJudged: (s: string) => `select * from ${s}.complete($1, $2, $3, $4)`,
-  markUncertain: (s: string) => `select ${s}.mark_uncertain($1, $2, $3, $4) as o_outcome`,
-  release: (s: string) => `select ${s}.release($1, $2, $3) as o_outcome`,
+  completeJudged: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $5, true) is not null
+           then pg_catalog.to_jsonb(${s}.complete($1, $2, $3, $4)) end as o_judged`,
+  markUncertain: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $5, true) is not null
+           then ${s}.mark_uncertain($1, $2, $3, $4) end as o_outcome`,
+  release: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $4, true) is not null
+           then ${s}.release($1, $2, $3) end as o_outcome`,
   resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6, $7)`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
   purge: (s: string) => `select ${s}.purge_batch($1, $2) as o_purged`,
@@ -324,16 +355,19 @@ function fromJson(row: AcquireJson): AcquireRow {
 /** A transactional attempt that found its key committed by another caller: asked again. */
 const LOST_RACE = Symbol('lost race');
 
+/** A transactional attempt whose grant gave up waiting for the resource's row. */
+const ROW_HELD = Symbol('row held');
+
+/**
+ * The lock wait of an acquire's first look: long enough for a row another statement holds for
+ * its own few milliseconds, far too short to hold a connection while a transaction holds it.
+ */
+const FIRST_LOOK = '5ms';
+
 /** pg's own bytea parser, for the bytea inside JSON: it reads whichever `bytea_output` the session uses. */
 const parseBytea = pg.types.getTypeParser(pg.types.builtins.BYTEA, 'text') as (
   text: string,
 ) => Buffer;
-
-/** What complete() answers when the one-statement complete wrote nothing. */
-interface CompleteRow {
-  o_outcome: string;
-  o_result: Buffer | null;
-}
 
 interface KeyRow {
   key: string;
@@ -387,6 +421,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   readonly #sweepLockKey: string;
   /** lockWaitMs as the value of Postgres's `lock_timeout`. */
   readonly #lockTimeout: string;
+  /** This store's acquire calls in flight per resource (waitersPerResource). */
+  readonly #waiters: ResourceWaiters;
 
   constructor(options: PgStoreOptions = {}) {
     const batch = options.purgeBatchSize ?? 5_000;
@@ -405,6 +441,14 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
     this.#lockWaitMs = lockWaitMs;
     this.#lockTimeout = `${lockWaitMs}ms`;
+    const waiters = options.waitersPerResource ?? 1;
+    if (!Number.isSafeInteger(waiters) || waiters < 1) {
+      throw new InvalidActionError(
+        'waitersPerResource',
+        `must be a positive integer, got ${String(waiters)}`,
+      );
+    }
+    this.#waiters = new ResourceWaiters(waiters, lockWaitMs);
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
     this.#transactionPooling = options.transactionPooling === true;
     this.#sweepLockKey = sweepLockKey(this.#schema);
@@ -531,32 +575,55 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
     const digest = payloadDigest(a.payload);
-    const values = [
+    const values = (lockTimeout: string) => [
       a.key,
       a.resource,
       digest,
       a.retrySafety,
       ttlMs,
       options.applying === true,
-      this.#lockTimeout,
+      lockTimeout,
     ];
+    const pass = this.#waiters.enter(a.resource);
+    if (!pass) return this.#turnedAway(a.resource);
     let answer: AcquireHit;
     try {
       try {
-        [answer] = (await this.#rows<AcquireHit>('acquire', values)) as [AcquireHit];
+        answer = await this.#askAcquire(values(pass.placed ? this.#lockTimeout : FIRST_LOOK));
       } catch (error) {
-        if (!lostRace(error)) throw error;
-        // The fresh grant lost a race: asked once more, acquire_fresh() now sees the key and
-        // leaves it to acquire(), which judges it under the locks.
-        [answer] = (await this.#rows<AcquireHit>('acquire', values)) as [AcquireHit];
+        if (!lockWaitExceeded(error)) throw error;
+        if (pass.placed) {
+          pass.held();
+          return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+        }
+        // The resource's row is held: waited for by at most waitersPerResource of these calls.
+        if (!pass.held()) return this.#turnedAway(a.resource);
+        try {
+          answer = await this.#askAcquire(values(this.#lockTimeout));
+        } catch (error) {
+          if (!lockWaitExceeded(error)) throw error;
+          pass.held();
+          return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+        }
       }
-    } catch (error) {
-      if (!lockWaitExceeded(error)) throw error;
-      return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+    } finally {
+      pass.leave();
     }
     const { o_result, o_fresh } = answer;
     if (!o_fresh) return { outcome: 'replayed', result: { payload: plainBytes(o_result!) } };
     return this.#acquisition(a, ttlMs, fromJson(o_fresh), false);
+  }
+
+  /** The acquire statement; a fresh grant that lost a race is asked once more. */
+  async #askAcquire(values: unknown[]): Promise<AcquireHit> {
+    try {
+      return (await this.#rows<AcquireHit>('acquire', values))[0]!;
+    } catch (error) {
+      if (!lostRace(error)) throw error;
+      // Asked once more, acquire_fresh() now sees the key and leaves it to acquire(), which
+      // judges it under the locks.
+      return (await this.#rows<AcquireHit>('acquire', values))[0]!;
+    }
   }
 
   async executeInTransaction(
@@ -595,10 +662,9 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   }
 
   /**
-   * One transaction: grant, the effect's work, the key written done, commit. LOST_RACE when the
-   * key turned out committed meanwhile by another caller: everything of this attempt, the work's
-   * statements included, is rolled back, and the next attempt sees that key (a replay, or a
-   * conflict).
+   * One attempt: a first look that waits for no held row, then, if the resource's row is held,
+   * the attempt again waiting for it at most lockWaitMs, by at most waitersPerResource of this
+   * store's calls at a time (the place is left once the grant is answered: the work is no wait).
    */
   async #transactionAttempt(
     a: Required<Action>,
@@ -607,6 +673,48 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     signal: AbortSignal | undefined,
     isolation: TransactionIsolation,
   ): Promise<Execution | typeof LOST_RACE> {
+    const pass = this.#waiters.enter(a.resource);
+    if (!pass) return this.#turnedAway(a.resource);
+    try {
+      const once = (lockTimeout: string) =>
+        this.#transactionOnce(a, ttlMs, work, signal, isolation, lockTimeout, pass.leave);
+      // A busy resource's place waits from the start; anyone else first looks.
+      if (pass.placed) return this.#afterWait(await once(this.#lockTimeout), pass);
+      const first = await once(FIRST_LOOK);
+      if (first !== ROW_HELD) return first;
+      if (!pass.held()) return this.#turnedAway(a.resource);
+      return this.#afterWait(await once(this.#lockTimeout), pass);
+    } finally {
+      pass.leave();
+    }
+  }
+
+  /** A waited attempt's answer: a wait given up is `contended`, the resource still busy. */
+  #afterWait(
+    execution: Execution | typeof LOST_RACE | typeof ROW_HELD,
+    pass: WaiterPass,
+  ): Execution | typeof LOST_RACE {
+    if (execution !== ROW_HELD) return execution;
+    pass.held();
+    return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+  }
+
+  /**
+   * One transaction: grant, the effect's work, the key written done, commit. LOST_RACE when the
+   * key turned out committed meanwhile by another caller: everything of this attempt, the work's
+   * statements included, is rolled back, and the next attempt sees that key (a replay, or a
+   * conflict). ROW_HELD when the grant gave up waiting for the resource's row after
+   * `lockTimeout`; `answered` is called once the grant has its answer.
+   */
+  async #transactionOnce(
+    a: Required<Action>,
+    ttlMs: number,
+    work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
+    signal: AbortSignal | undefined,
+    isolation: TransactionIsolation,
+    lockTimeout: string,
+    answered: () => void,
+  ): Promise<Execution | typeof LOST_RACE | typeof ROW_HELD> {
     const operation = 'executeInTransaction';
     const session = await checkoutFor(this.#pool, operation);
     const { client } = session;
@@ -657,7 +765,11 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     try {
       // The grant's lock wait ends before the TTL's statement cut does: a caller with a TTL
       // below lockWaitMs is told contended, not "store unavailable".
-      const grantWaitMs = Math.max(1, Math.min(this.#lockWaitMs, Math.floor(ttlMs / 2)));
+      // A first look (FIRST_LOOK) waits less than that already.
+      const grantWait =
+        lockTimeout === FIRST_LOOK
+          ? lockTimeout
+          : `${Math.max(1, Math.min(this.#lockWaitMs, Math.floor(ttlMs / 2)))}ms`;
       const known = pooled ? POOLED_BASELINE : knownBaseline(client);
       const columns = pooled
         ? `, ${POOLED_COUNTS_AT_BEGIN}`
@@ -666,7 +778,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
           : `, ${SESSION_BASELINE} as baseline`;
       const startedAt = performance.now();
       const begun = (await query(
-        beginTransaction(isolation, ttlMs, `${grantWaitMs}ms`, columns),
+        beginTransaction(isolation, ttlMs, grantWait, columns),
       )) as unknown as [
         pg.QueryResult,
         pg.QueryResult<{
@@ -700,8 +812,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         if (!lockWaitExceeded(error)) throw error;
         // The resource's row is held by another transaction (a transactional holder) past the bound.
         await rollBack();
-        return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };
+        return ROW_HELD;
       }
+      // Answered: the work that may follow is no wait, and does not count as one.
+      answered();
       const { o_fence, o_seen, o_judged, o_xid } = granted.rows[0]!;
       let judged = o_judged && fromJson(o_judged);
       if (o_fence !== null && int(o_fence) !== int(o_seen) + 1) {
@@ -835,6 +949,11 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
   }
 
+  /** An acquire turned away by waitersPerResource: it waits for nothing, on no connection. */
+  #turnedAway(resource: string): { outcome: 'contended'; retryAfterMs: number } {
+    return { outcome: 'contended', retryAfterMs: this.#waiters.retryAfterMs(resource) };
+  }
+
   /** Whether a key of this name is recorded; a store that cannot answer says no. */
   async #keyExists(key: Key): Promise<boolean> {
     const rows = await this.#rows('binding', [key]).catch(() => []);
@@ -890,48 +1009,73 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
   ): Promise<Lease> {
     const a = this.#leaseAction(action, lease);
     checkLeaseTtl(ttlMs, this.#limits);
-    const row = await this.#one<{ o_outcome: string; o_expires_at_ms: string | null }>('renew', [
-      a.key,
-      a.resource,
-      lease.fence,
-      ttlMs,
-      options.applying === true,
-    ]);
-    this.#expect(row.o_outcome, 'renewed', a.resource, lease);
-    return { ...lease, ttlMs, expiresAt: int(row.o_expires_at_ms) };
+    const [{ o_renewed }] = (await this.#holderRows<{
+      o_renewed: { o_outcome: string; o_expires_at_ms: number | null };
+    }>('renew', a, [a.key, a.resource, lease.fence, ttlMs, options.applying === true])) as [
+      { o_renewed: { o_outcome: string; o_expires_at_ms: number | null } },
+    ];
+    this.#expect(o_renewed.o_outcome, 'renewed', a.resource, lease);
+    return { ...lease, ttlMs, expiresAt: int(o_renewed.o_expires_at_ms) };
   }
 
   async complete(action: Action, lease: Lease, result: Result): Promise<Result> {
     const payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
     const a = this.#leaseAction(action, lease);
     const values = [a.key, a.resource, lease.fence, asBuffer(payload)];
-    const moved = await this.#rows('complete', values);
-    const row =
-      moved.length === 1
-        ? undefined
-        : (await this.#rows<CompleteRow>('completeJudged', values))[0]!;
-    if (!row) return { payload: plainBytes(payload) };
-    if (row.o_outcome === 'replayed') return { payload: plainBytes(row.o_result!) };
-    this.#expect(row.o_outcome, 'completed', a.resource, lease);
+    const moved = await this.#holderRows('complete', a, values);
+    if (moved.length === 1) return { payload: plainBytes(payload) };
+    const [{ o_judged }] = (await this.#holderRows<{
+      o_judged: { o_outcome: string; o_result: string | null };
+    }>('completeJudged', a, values)) as [
+      { o_judged: { o_outcome: string; o_result: string | null } },
+    ];
+    if (o_judged.o_outcome === 'replayed') {
+      return { payload: plainBytes(parseBytea(o_judged.o_result!)) };
+    }
+    this.#expect(o_judged.o_outcome, 'completed', a.resource, lease);
     return { payload: plainBytes(payload) };
   }
 
   async markUncertain(action: Action, lease: Lease, reason: string): Promise<void> {
     const masked = checkReason(reason, this.#limits);
     const a = this.#leaseAction(action, lease);
-    const row = await this.#one<{ o_outcome: string }>('markUncertain', [
+    const [row] = await this.#holderRows<{ o_outcome: string }>('markUncertain', a, [
       a.key,
       a.resource,
       lease.fence,
       masked,
     ]);
-    this.#expect(row.o_outcome, 'marked', a.resource, lease);
+    this.#expect(row!.o_outcome, 'marked', a.resource, lease);
   }
 
   async release(action: Action, lease: Lease): Promise<void> {
     const a = this.#leaseAction(action, lease);
-    const row = await this.#one<{ o_outcome: string }>('release', [a.key, a.resource, lease.fence]);
-    this.#expect(row.o_outcome, 'released', a.resource, lease);
+    const [row] = await this.#holderRows<{ o_outcome: string }>('release', a, [
+      a.key,
+      a.resource,
+      lease.fence,
+    ]);
+    this.#expect(row!.o_outcome, 'released', a.resource, lease);
+  }
+
+  /**
+   * A holder's statement, waiting for its resource's row at most lockWaitMs: past that (a
+   * transactional grant holds the row for its work) it throws ContendedError, nothing written,
+   * instead of holding a pool connection for the rest of that transaction.
+   */
+  async #holderRows<R extends pg.QueryResultRow>(
+    operation: 'renew' | 'complete' | 'completeJudged' | 'markUncertain' | 'release',
+    a: Required<Action>,
+    values: unknown[],
+  ): Promise<R[]> {
+    try {
+      return await this.#rows<R>(operation, [...values, this.#lockTimeout]);
+    } catch (error) {
+      if (!lockWaitExceeded(error)) throw error;
+      throw new ContendedError(a.key, a.resource, this.#lockWaitMs, {
+        cause: (error as StoreUnavailableError).cause,
+      });
+    }
   }
 
   async resolveUncertain(key: Key, resolution: Resolution): Promise<ResolveOutcome> {
