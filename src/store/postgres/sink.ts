@@ -22,7 +22,10 @@ import {
 /** How a PgFencedSink connects and where its fence table is (the schema `migrate()` created). */
 export interface PgFencedSinkOptions extends PoolOptions {
   /**
-   * The schema holding `sink_fences` (created by `migrate()`); usually the store's schema.
+   * The schema holding `sink_fences` (created by `migrate()`): the schema of the store whose
+   * leases it checks. A fence that schema's store never issued is refused with
+   * StoreMisconfiguredError (nothing written): a sink on another schema would not see the marks
+   * transactional grants raise, and a paused holder's stale write could land after a newer one.
    * @default 'sideeffect'
    */
   schema?: string;
@@ -36,17 +39,16 @@ export interface PgFencedSinkOptions extends PoolOptions {
 const MAX_REMEMBERED_WRITERS = 10_000;
 
 const SQL = {
-  raise: (s: string) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
-    on conflict (resource) do update set fence = excluded.fence
-    where sink.fence <= excluded.fence
-    returning fence`,
-  raiseAtLeast: (
-    s: string,
-  ) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
-    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
-    returning fence`,
+  // raise_sink_mark() (0013): the runtime role writes no table itself, and a fence the store of
+  // this schema never issued is refused (SE131): the sink checks the store's fences only when both
+  // are on one schema. Null when a newer fence is recorded.
+  raise: (s: string) => `select ${s}.raise_sink_mark($1, $2, false) as fence`,
+  raiseAtLeast: (s: string) => `select ${s}.raise_sink_mark($1, $2, true) as fence`,
   highest: (s: string) => `select fence from ${s}.sink_fences where resource = $1`,
 };
+
+/** A fence the sink's schema never issued: the sink is on another schema than its store. */
+const NOT_ISSUED = 'SE131';
 
 /**
  * A FencedSink for writes into Postgres: the fence check and the caller's write commit or roll
@@ -80,8 +82,11 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   /** `resource\0fence` of recent committed writes: a later failure of that holder is not definite. */
   readonly #committed = new Set<string>();
 
+  readonly #schema: string;
+
   constructor(options: PgFencedSinkOptions = {}) {
-    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
+    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,
     });
     this.#maxResourceBytes = options.limits?.maxResourceBytes ?? defaultLimits.maxResourceBytes;
@@ -147,10 +152,22 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
       // fail with a serialization error instead of waiting for the row lock.
       await beforeCommit(() => client.query('begin isolation level read committed'));
       const raise = operation === 'writeFenced' ? this.#sql.raise : this.#sql.raiseAtLeast;
-      const raised = await beforeCommit(() =>
-        client.query({ ...raise, values: [resource, fence] }),
-      );
-      if (raised.rowCount === 0) {
+      let raised: pg.QueryResult<{ fence: string | null }>;
+      try {
+        raised = await beforeCommit(() => client.query({ ...raise, values: [resource, fence] }));
+      } catch (error) {
+        const cause = (error as { cause?: { code?: unknown; message?: string } }).cause;
+        if (cause?.code !== NOT_ISSUED) throw error;
+        failed = true;
+        throw markNotApplied(
+          new StoreMisconfiguredError(
+            this.#schema,
+            `PgFencedSink: ${cause.message ?? 'fence not issued'}; a sink on another schema than its store's never sees the fences a transactional grant raises, so stale writes could land. Give the sink the store's schema`,
+            cause,
+          ),
+        );
+      }
+      if (raised.rows[0]?.fence === null) {
         await unavailable(operation, () => client.query('rollback'));
         throw new FenceStaleError(resource, fence);
       }
