@@ -3,6 +3,7 @@
  * legal (one holder writes several times), lower ones are refused with nothing written, and a
  * throwing write rolls back the raised mark too.
  */
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FenceStaleError, isNotApplied, Runner } from '../../src/core/index.js';
 import { migrate, PgFencedSink } from '../../src/store/postgres/index.js';
@@ -158,7 +159,7 @@ describe('a sink on another schema than its store (issue 31)', () => {
       const held = await h.store.acquire(plain, 200, { applying: true });
       if (held.outcome !== 'granted') throw new Error(held.outcome);
       await new Promise((resolve) => setTimeout(resolve, 400));
-      const taken = await runner.executeInTransaction(
+      const taken = await runner.executeInTransaction<pg.PoolClient>(
         { key: 'tx-holder', resource: 'split' },
         async ({ tx, fence }) => {
           await tx.query("insert into ledger values ('split', $1, 'tx')", [fence]);

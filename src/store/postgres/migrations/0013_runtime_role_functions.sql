@@ -221,9 +221,9 @@ begin
 end
 $$;
 
--- 0.1.0's resolve (`resolve_uncertain($1..$5)`, result o_outcome, o_result) answered in its own
--- shape: 0002 replaced that function by one with a defaulted sixth argument and two more result
--- columns, so a 0.1.0 worker that had prepared the statement before the upgrade failed once with
+-- 0.1.0's resolve (`resolve_uncertain($1..$5)`, result o_outcome, o_result, o_state) answered in
+-- its own shape: 0002 replaced that function by one with a defaulted sixth argument and one more
+-- result column, so a 0.1.0 worker that had prepared the statement before the upgrade failed once with
 -- "cached plan must not change result type". A five-argument overload beside a defaulted sixth
 -- would be ambiguous, so the six-argument one is made again without the default (same result
 -- type, same rights, so statements prepared on it re-plan onto it), and the five-argument one
@@ -268,14 +268,15 @@ begin
     p_reason text,
     p_actor text,
     out o_outcome text,
-    out o_result bytea
+    out o_result bytea,
+    out o_state text
   )
     language plpgsql
     security definer
     set search_path from current
   as $body$
   begin
-    select r.o_outcome, r.o_result into o_outcome, o_result
+    select r.o_outcome, r.o_result, r.o_state into o_outcome, o_result, o_state
       from resolve_uncertain(p_key, p_applied, p_result, p_reason, p_actor, null::bigint, null::text) r;
   end
   $body$;
