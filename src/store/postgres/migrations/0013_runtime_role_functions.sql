@@ -82,7 +82,8 @@ $$;
 -- store of THIS schema issued for the resource: a sink pointed at another schema than its store's
 -- (whose fences it never sees raised by transactional grants) is refused at its first write
 -- instead of letting a paused holder's stale write land (SE131). p_at_least: raise to at least
--- p_fence (a read, or the grant); otherwise refuse a lower one. Returns the mark, or null when a
+-- p_fence (a read, or the grant; a probe's read may name the next fence, one past the issued
+-- one); otherwise refuse a lower one. Returns the mark, or null when a
 -- newer fence is recorded (nothing raised).
 create function raise_sink_mark(p_resource text, p_fence bigint, p_at_least boolean)
   returns bigint
@@ -94,7 +95,8 @@ declare
   v_mark bigint;
 begin
   select fence into v_issued from resources where resource = p_resource;
-  if v_issued is null or p_fence > v_issued then
+  -- A probe reads with the fence after the key's last (src/activities), one past the issued one.
+  if v_issued is null or p_fence > v_issued + case when p_at_least then 1 else 0 end then
     raise exception using
       errcode = 'SE131',
       message = format('sideeffect: fence %s of resource %s was never issued by the store of schema %s',
