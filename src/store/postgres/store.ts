@@ -287,8 +287,9 @@ interface KeyRow {
 
 /**
  * The production Store: the key state machine (docs/architecture.md) in Postgres, one statement per
- * decision (a plpgsql function, or for the common paths plain SQL with the function as its
- * fallback; see migrations/), each deciding and writing atomically under row locks, with lease
+ * decision (a plpgsql function, or for the common paths a one-statement SQL function with the
+ * general one as its fallback; see migrations/; every write through a function that runs with the
+ * schema owner's rights), each deciding and writing atomically under row locks, with lease
  * expiry judged by the database clock: one round trip per operation (two only for a complete
  * the plain statement could not apply: a repeat or a stale fence). Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).

@@ -96,7 +96,7 @@ declare
 begin
   select fence into v_issued from resources where resource = p_resource;
   -- A probe reads with the fence after the key's last (src/activities), one past the issued one.
-  if v_issued is null or p_fence > v_issued + case when p_at_least then 1 else 0 end then
+  if v_issued is null or p_fence > v_issued + p_at_least::integer then
     raise exception using
       errcode = 'SE131',
       message = format('sideeffect: fence %s of resource %s was never issued by the store of schema %s',
