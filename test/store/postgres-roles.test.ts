@@ -11,6 +11,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Runner } from '../../src/core/index.js';
+import { payloadDigest } from '../../src/store/digest.js';
 import {
   grantsScript,
   listMigrations,
@@ -26,6 +27,7 @@ import { runCli } from '../support/cli.js';
 import { databaseUrl, freshSchema } from '../support/postgres.js';
 import { grantedRole } from '../support/roles.js';
 import { REPO_ROOT } from '../support/temporal.js';
+import { SQL_0_1_0 } from './fixtures/release-0.1.0.js';
 import { pgHarness } from './pg-support/harness.js';
 
 describeStoreConformance('PgStore as a runtime role with exactly its grants', () =>
@@ -359,6 +361,85 @@ create function later_entry() returns bigint language sql as $$ select count(*) 
       }
     } finally {
       await db.drop();
+    }
+  });
+});
+
+describe('rolling out the runtime grants (issue 31)', () => {
+  it('workers on the old grants keep working through 0013; the new grants take the table writes away', async () => {
+    const db = await freshSchema('pg_roles_rollout');
+    const r = `sideeffect_old_runtime_${tag}`;
+    const s = `"${db.schema}"`;
+    const url = new URL(databaseUrl());
+    url.username = r;
+    const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+    pool.on('error', () => {});
+    try {
+      // A schema as the previous build left it, and a runtime role with that build's grants.
+      const files = listMigrations();
+      await migrateFiles(
+        db.pool,
+        { schema: db.schema, log: () => {} },
+        files.filter((f) => f.version < 13),
+      );
+      await db.pool.query(`create role ${r} login`);
+      await db.pool.query(`grant usage on schema ${s} to ${r};
+        grant select, insert, update, delete on table ${s}.keys to ${r};
+        grant select, insert, delete on table ${s}.events to ${r};
+        grant select, insert, update on table ${s}.resources, ${s}.sink_fences, ${s}.reconcile_starts to ${r};
+        grant select on table ${s}.migrations, ${s}.migration_history to ${r};
+        grant execute on all functions in schema ${s} to ${r};`);
+      // The sink's own statement before 0013 (0.1.0's), and 0.1.0's store statements.
+      const oldSinkRaise = `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
+        on conflict (resource) do update set fence = excluded.fence
+        where sink.fence <= excluded.fence returning fence`;
+      const digest = payloadDigest(new Uint8Array());
+      let n = 0;
+      const oldWorker = async () => {
+        const key = `old-${n++}`;
+        const grant = (
+          await pool.query(SQL_0_1_0.acquire(s), [key, key, digest, 'unknown', 10_000, false])
+        ).rows[0];
+        expect(grant.o_outcome).toBe('applied');
+        expect((await pool.query(oldSinkRaise, [key, grant.o_fence])).rowCount).toBe(1);
+        expect(
+          (await pool.query(SQL_0_1_0.complete(s), [key, key, grant.o_fence, null])).rows[0],
+        ).toMatchObject({ o_outcome: 'completed' });
+      };
+      const newWorker = async () => {
+        const store = new PgStore({ pool, schema: db.schema });
+        const sink = new PgFencedSink({ pool, schema: db.schema });
+        const done = await new Runner(store, { ttlMs: 10_000 }).execute(
+          { key: `new-${n++}`, resource: 'rollout' },
+          async ({ lease }) => {
+            await sink.writeFenced('rollout', lease.fence, async () => {});
+            return { payload: bytes('ok') };
+          },
+        );
+        expect(done.outcome).toBe('applied');
+      };
+      await oldWorker();
+      await newWorker();
+      // 1. Migrate: both keep working on the old grants.
+      expect(await migrate(db.pool, { schema: db.schema, log: () => {} })).toContain(
+        '0013_runtime_role_functions.sql',
+      );
+      await oldWorker();
+      await newWorker();
+      // 3. Every worker on this version: the new grants take the writes away.
+      await db.pool.query(grantsScript({ schema: db.schema, role: r, kind: 'runtime' }));
+      await newWorker();
+      await expect(pool.query(oldSinkRaise, ['rollout', 1])).rejects.toMatchObject({
+        code: '42501',
+      });
+      await expect(pool.query(`update ${s}.keys set state = 'free'`)).rejects.toMatchObject({
+        code: '42501',
+      });
+    } finally {
+      await pool.end();
+      await db.drop();
+      await admin.query(`drop owned by ${r}`).catch(() => {});
+      await admin.query(`drop role if exists ${r}`);
     }
   });
 });
