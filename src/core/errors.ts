@@ -128,9 +128,16 @@ export class PurgeBelowFloorError extends SideEffectError {
   constructor(
     readonly olderThanMs: number,
     readonly floorMs: number,
+    /**
+     * `'owner'`: forced, and refused by the schema itself, which lets only its owner's role purge
+     * below its floor (a worker's role could otherwise delete what a replay still needs).
+     */
+    readonly refusedBy?: 'owner',
   ) {
     super(
-      `refusing to purge done keys younger than ${floorMs} ms (limits.minPurgeAgeMs), asked ${olderThanMs} ms: a caller that still retries one would run its effect again; pass force (sideeffect purge --force) to purge anyway`,
+      refusedBy === 'owner'
+        ? `refusing to purge done keys younger than ${floorMs} ms, asked ${olderThanMs} ms with force: below that the store's schema lets only its owner's role purge (docs/database-roles.md)`
+        : `refusing to purge done keys younger than ${floorMs} ms (limits.minPurgeAgeMs), asked ${olderThanMs} ms: a caller that still retries one would run its effect again; pass force (sideeffect purge --force) to purge anyway`,
     );
   }
 }

@@ -43,12 +43,18 @@ afterAll(async () => {
 const highestFence = (resource: string) =>
   new PgFencedSink({ pool: db.pool, schema: db.schema }).highestFence(resource);
 
+/** The fences a test writes with, issued as the schema's store would (the sink refuses others). */
+const issued = async (resource: string, fence: number) => {
+  await db.pool.query('insert into resources (resource, fence) values ($1, $2)', [resource, fence]);
+  return resource;
+};
+
 describe('ReadyForQuery and FATAL in one chunk', () => {
   it('sink on a new connection: StoreUnavailableError, the write never runs, nothing raised', async () => {
     const pool = proxiedPool();
     try {
       const sink = new PgFencedSink({ pool, schema: db.schema });
-      const resource = unique('sink-new');
+      const resource = await issued(unique('sink-new'), 1);
       let ran = false;
       proxy.fatalAfterReady(1);
       await expect(
@@ -70,7 +76,7 @@ describe('ReadyForQuery and FATAL in one chunk', () => {
     const pool = proxiedPool();
     try {
       const sink = new PgFencedSink({ pool, schema: db.schema });
-      const resource = unique('sink-pooled');
+      const resource = await issued(unique('sink-pooled'), 2);
       // ReadyForQuery #1 ends the startup, #2-#5 answer begin, raise, the write and commit of the
       // first call; #6 answers the second call's begin and comes with the FATAL.
       proxy.fatalAfterReady(6);

@@ -107,7 +107,7 @@ describe('a connection killed mid-operation', () => {
       unlock = await lockResource(a.resource);
       // complete blocks on the lock and is killed; the Runner's markUncertain then waits for
       // the same lock, which is let go once the kill is done.
-      killed = killWhenWaiting('with released as').then(() => unlock!());
+      killed = killWhenWaiting('select from %.complete_held(').then(() => unlock!());
       return { payload: bytes('charged') };
     });
     await killed;
@@ -123,6 +123,8 @@ describe('a connection killed mid-operation', () => {
 
   it('a write killed inside writeFenced throws StoreUnavailableError; nothing lands', async () => {
     const resource = `sink-kill-${seq++}`;
+    // Issued as the schema's store would (the sink refuses a fence its store never issued).
+    await h.db.pool.query('insert into resources (resource, fence) values ($1, 1)', [resource]);
     const write = h.sink.writeFenced(resource, 1, async (tx) => {
       await tx.query('insert into ledger values ($1, 1)', [resource]);
       const pid = (tx as unknown as { processID: number }).processID;
@@ -140,6 +142,8 @@ describe('a connection killed mid-operation', () => {
 
   it('a write that swallows a failed statement is not reported as written', async () => {
     const resource = `sink-swallow-${seq++}`;
+    // Issued as the schema's store would (the sink refuses a fence its store never issued).
+    await h.db.pool.query('insert into resources (resource, fence) values ($1, 1)', [resource]);
     const write = h.sink.writeFenced(resource, 1, async (tx) => {
       await tx.query('insert into ledger values ($1, 1)', [resource]);
       await tx.query('select 1/0').catch(() => {});

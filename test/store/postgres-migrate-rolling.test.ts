@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { payloadDigest } from '../../src/store/digest.js';
 import { listMigrations, migrate, PgStore } from '../../src/store/postgres/index.js';
+import { type Migration, migrateFiles } from '../../src/store/postgres/migrate.js';
 import { bytes } from '../support/bytes.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { migrate010, SQL_0_1_0 } from './fixtures/release-0.1.0.js';
@@ -91,6 +92,99 @@ describe('the previous release against the newest schema', () => {
         code: 'MIGRATION_CONFLICT',
         message: expect.stringMatching(/9999_breaking\.sql.*not declared backward-compatible/),
       });
+    } finally {
+      await db.pool.query(`drop schema if exists ${s} cascade`);
+    }
+  });
+});
+
+describe('upgrading under running 0.1.0 workers (issue 31)', () => {
+  it("a 0.1.0 worker's resolve, prepared before the upgrade, answers on its first try after it", async () => {
+    const schema = `${db.schema}_warm`;
+    const s = quoted(schema);
+    const worker = new pg.Client(db.config);
+    await worker.connect();
+    try {
+      // The schema as 0.1.0 left it: 0001 only.
+      await db.pool.query(`create schema ${s}`);
+      const setup = await db.pool.connect();
+      try {
+        await setup.query('begin');
+        await setup.query(`set local search_path to ${s}, pg_temp`);
+        await setup.query(`create table migrations (
+           version int primary key, name text not null, sha256 text not null,
+           applied_at timestamptz not null default now())`);
+        const [init] = listMigrations();
+        await setup.query(init!.sql);
+        await setup.query('insert into migrations (version, name, sha256) values ($1, $2, $3)', [
+          init!.version,
+          init!.name,
+          init!.sha256,
+        ]);
+        await setup.query('commit');
+      } finally {
+        setup.release();
+      }
+      // 0.1.0's PgStore sends its statements named: prepared once per connection.
+      const resolve = (key: string) =>
+        worker.query({
+          name: 'sideeffect_resolve_010',
+          text: SQL_0_1_0.resolve(s),
+          values: [key, false, null, 'checked', 'v0.1.0'],
+        });
+      expect((await resolve('nobody')).rows[0]).toMatchObject({ o_outcome: 'not_uncertain' });
+      await migrate(db.pool, { schema, log: () => {} });
+      expect((await resolve('nobody')).rows[0]).toEqual({
+        o_outcome: 'not_uncertain',
+        o_result: null,
+        o_state: 'unknown',
+      });
+    } finally {
+      await worker.end();
+      await db.pool.query(`drop schema if exists ${s} cascade`);
+    }
+  });
+
+  it('refuses a migration that claims backward-compatible but renames or drops what the previous version uses; nothing applied', async () => {
+    const schema = `${db.schema}_claims`;
+    const s = quoted(schema);
+    const next = (version: number, sql: string): Migration => ({
+      version,
+      name: `${version}_next.sql`,
+      sql: `-- sideeffect: backward-compatible\n${sql}\n`,
+      sha256: `sha-${version}`,
+      backwardCompatible: true,
+    });
+    try {
+      await migrate(db.pool, { schema, log: () => {} });
+      for (const [lie, gone] of [
+        ['alter table keys rename column reason to why;', 'column keys.reason text'],
+        ['alter table events drop column actor;', 'column events.actor text'],
+        ['alter table keys alter column fence type numeric;', 'column keys.fence bigint'],
+        ['drop function renew(text, text, bigint, bigint, boolean);', 'function renew('],
+      ] as const) {
+        await expect(
+          migrateFiles(db.pool, { schema }, [...listMigrations(), next(9990, lie)]),
+          lie,
+        ).rejects.toMatchObject({
+          code: 'MIGRATION_CONFLICT',
+          message: expect.stringContaining(gone),
+        });
+      }
+      const { rows } = await db.pool.query(
+        `select (select count(*)::int from ${s}.migration_history where version = 9990) as recorded,
+                pg_catalog.to_regclass($1) is not null as keys`,
+        [`${s}.keys`],
+      );
+      expect(rows[0]).toEqual({ recorded: 0, keys: true });
+      await db.pool.query(`select reason from ${s}.keys limit 0`);
+      // An honest one (a column added) is applied.
+      expect(
+        await migrateFiles(db.pool, { schema }, [
+          ...listMigrations(),
+          next(9991, 'alter table keys add column note text;'),
+        ]),
+      ).toEqual(['9991_next.sql']);
     } finally {
       await db.pool.query(`drop schema if exists ${s} cascade`);
     }

@@ -79,4 +79,56 @@ describe('reasons are masked before they are stored and wherever they are read',
       expect(run.stdout + run.stderr).not.toContain(TOKEN);
     }
   });
+
+  // Issue 31: the shapes a review found stored in clear and printed by `show` / `list -o json`.
+  it('the usual credential shapes other than connection strings, in the store and in the CLI', async () => {
+    const leaks = [
+      'Command failed: PGPASSWORD=s3cr3tA psql',
+      'DB_PASSWORD=s3cr3tB',
+      'AWS_SECRET_ACCESS_KEY=s3cr3tC',
+      "{ user: 'app', password: 's3cr3tD' }",
+      'level=error password="s3cr3tE"',
+      'x-api-key: s3cr3tF',
+      'postgres://app:s3cr3t"G@db/x',
+      'postgres://app:s3cr3t@H@db/x',
+      'db:\n  password: s3cr3tI',
+      'https://a.blob.core.windows.net/c?sv=1&sig=s3cr3tJ&sp=r',
+      'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.s3cr3tK',
+    ];
+    for (const [i, reason] of leaks.entries()) {
+      const action = { key: `shape-${i}`, resource: `shape-${i}` };
+      const granted = await h.store.acquire(action, 10_000, { applying: true });
+      if (granted.outcome !== 'granted') throw new Error(granted.outcome);
+      await h.store.markUncertain(action, granted.lease, `lost: ${reason}`);
+    }
+    // And one written in clear by an older version: masked on the way out.
+    await h.db.pool.query(`update keys set reason = $1 where key = 'shape-0'`, [
+      `old: ${leaks.join(' | ')}`,
+    ]);
+    const { rows } = await h.db.pool.query(
+      `select reason from keys where key like 'shape-%' and key <> 'shape-0'
+       union all select reason from events where key like 'shape-%'`,
+    );
+    expect(rows.map((row) => row.reason as string).join('\n')).not.toMatch(/s3cr3t/i);
+    const env = { DATABASE_URL: databaseUrl(), SIDEEFFECT_SCHEMA: h.db.schema };
+    for (const args of [
+      ['show', 'shape-0'],
+      ['show', 'shape-6', '-o', 'json'],
+      ['list', '-o', 'json'],
+      ['list'],
+    ]) {
+      const run = await runCli(args, env);
+      expect({ args, code: run.code }).toEqual({ args, code: 0 });
+      expect(run.stdout).toContain('***');
+      expect(run.stdout + run.stderr).not.toMatch(/s3cr3t/i);
+    }
+  });
+
+  it('a Temporal identity (user@host) in a reason is not masked', async () => {
+    const action = { key: 'identity', resource: 'identity' };
+    const granted = await h.store.acquire(action, 10_000, { applying: true });
+    if (granted.outcome !== 'granted') throw new Error(granted.outcome);
+    await h.store.markUncertain(action, granted.lease, 'asked temporal-cli:root@vm');
+    expect((await h.store.inspect('identity'))?.reason).toBe('asked temporal-cli:root@vm');
+  });
 });

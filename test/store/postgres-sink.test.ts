@@ -3,14 +3,24 @@
  * legal (one holder writes several times), lower ones are refused with nothing written, and a
  * throwing write rolls back the raised mark too.
  */
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FenceStaleError, isNotApplied } from '../../src/core/index.js';
+import { FenceStaleError, isNotApplied, Runner } from '../../src/core/index.js';
+import { migrate, PgFencedSink } from '../../src/store/postgres/index.js';
+import { bytes } from '../support/bytes.js';
+import { freshSchema } from '../support/postgres.js';
 import { type PgHarness, pgHarness } from './pg-support/harness.js';
 
 let h: PgHarness;
 beforeAll(async () => {
   h = await pgHarness('pg_sink', { movableClock: false });
   await h.db.pool.query('create table ledger (resource text, fence bigint, note text)');
+  // The fences these tests write with, as the schema's store would have issued them: the sink
+  // refuses one its store never issued (see the last describe).
+  await h.db.pool.query(
+    `insert into resources (resource, fence)
+     select r, 100 from unnest(array['s1', 's2', 's3', 's4', 's-probe', 's-high']) r`,
+  );
 });
 afterAll(() => h?.close());
 
@@ -124,5 +134,54 @@ describe('PgFencedSink.readFenced (what a probe reads)', () => {
     );
     expect(notes).toEqual(['x']);
     expect(await h.sink.highestFence('s-high')).toBe(7);
+  });
+});
+
+describe('a sink on another schema than its store (issue 31)', () => {
+  it('refuses a fence its schema never issued, nothing written', async () => {
+    const refused = await write('never-issued', 1, 'x').catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'STORE_MISCONFIGURED' });
+    expect(String(refused)).toMatch(/never issued by the store of schema/);
+    expect(isNotApplied(refused)).toBe(true);
+    await h.db.pool.query(`update resources set fence = 3 where resource = 's4'`);
+    await expect(write('s4', 4, 'beyond')).rejects.toMatchObject({ code: 'STORE_MISCONFIGURED' });
+    expect(await ledger('never-issued')).toEqual([]);
+    expect(await h.sink.highestFence('never-issued')).toBe(0);
+  });
+
+  it("a paused holder's write at fence 1 through a sink on another schema never lands after a transactional holder's at fence 2", async () => {
+    const other = await freshSchema('pg_sink_other');
+    try {
+      await migrate(other.pool, { schema: other.schema, log: () => {} });
+      const stray = new PgFencedSink({ pool: h.db.pool, schema: other.schema });
+      const runner = new Runner(h.store, { ttlMs: 10_000 });
+      const plain = { key: 'paused-holder', resource: 'split' };
+      const held = await h.store.acquire(plain, 200, { applying: true });
+      if (held.outcome !== 'granted') throw new Error(held.outcome);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const taken = await runner.executeInTransaction<pg.PoolClient>(
+        { key: 'tx-holder', resource: 'split' },
+        async ({ tx, fence }) => {
+          await tx.query("insert into ledger values ('split', $1, 'tx')", [fence]);
+          return { payload: bytes('ok') };
+        },
+      );
+      if (taken.outcome !== 'applied') throw new Error(taken.outcome);
+      expect(taken.lease.fence).toBe(held.lease.fence + 1);
+      const late = await stray
+        .writeFenced('split', held.lease.fence, async (tx) => {
+          await tx.query("insert into ledger values ('split', $1, 'late')", [held.lease.fence]);
+        })
+        .catch((error: unknown) => error);
+      expect(late).toMatchObject({ code: 'STORE_MISCONFIGURED' });
+      expect(await ledger('split')).toEqual([{ fence: taken.lease.fence, note: 'tx' }]);
+      // The sink on the store's schema refuses it as stale.
+      await expect(
+        h.sink.writeFenced('split', held.lease.fence, async () => {}),
+      ).rejects.toBeInstanceOf(FenceStaleError);
+      await stray.close();
+    } finally {
+      await other.drop();
+    }
   });
 });

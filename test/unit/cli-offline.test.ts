@@ -30,7 +30,10 @@ describe('sideeffect without a database', () => {
     const ran = await cli(['migrate', '--print-sql'], { ...offline, schema: 'billing' });
     expect(ran.code).toBe(0);
     expect(ran.out).toBe(migrationScript({ schema: 'billing' }));
-    expect(ran.out).toContain('create schema if not exists "billing";');
+    // Created only where missing: an existing schema needs no CREATE on the database.
+    expect(ran.out).toContain(
+      `where nspname = 'billing') then execute 'create schema "billing"'; end if;`,
+    );
   });
 
   it('a SIDEEFFECT_SCHEMA the store cannot use: exit 2 naming the rule, before any connection', async () => {

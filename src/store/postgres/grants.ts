@@ -1,12 +1,14 @@
 import { InvalidActionError } from '../../core/errors.js';
-import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
+import { commentName, DEFAULT_SCHEMA, quoteSchema } from './sql.js';
 
 /**
  * What a database role does with the store, each given exactly what it needs (docs/database-roles.md):
- * - `runtime`: workers (every Store and PgFencedSink operation, the sweeper, `purge`, and a
- *   `migrate()` with nothing to apply); rows and functions, no DDL.
- * - `operator`: the CLI's list, show, resolve and stats; reads keys and events, and records
- *   verdicts only through the store's `resolve_uncertain()`, never by writing a table.
+ * - `runtime`: workers (every Store and PgFencedSink operation, the sweeper, `purge` above the
+ *   floor, and a `migrate()` with nothing to apply); reads the tables and calls the store's
+ *   functions, which write with their owner's rights; writes no table itself, no DDL.
+ * - `operator`: the CLI's list, show, resolve, stats and `migrate --status`; reads keys, events and
+ *   the migration records, and records verdicts only through the store's `resolve_uncertain()`,
+ *   never by writing a table.
  * - `readonly`: dashboards; reads every table, writes nothing, cannot resolve.
  */
 export type RoleKind = 'runtime' | 'operator' | 'readonly';
@@ -17,6 +19,20 @@ const KINDS: readonly RoleKind[] = ['runtime', 'operator', 'readonly'];
 const RESOLVE = 'resolve_uncertain(text, boolean, bytea, text, text, bigint)';
 /** The same with the delivering identity (0009); the store calls this one. */
 const RESOLVE_WITH_IDENTITY = 'resolve_uncertain(text, boolean, bytea, text, text, bigint, text)';
+/** 0.1.0's verdict call, answered in its shape again since 0013. */
+const RESOLVE_0_1_0 = 'resolve_uncertain(text, boolean, bytea, text, text)';
+/**
+ * The store's own helpers, which move keys without the checks of the functions that call them:
+ * no role but the owner runs them (0013's secure_store_functions() keeps them so).
+ */
+const INTERNAL = [
+  'conclude(text, text, timestamptz)',
+  'move_key(text, bigint, text, bytea, text, text, timestamptz)',
+  'tx_complete(text, text, bytea, bigint, text, bytea)',
+  'secure_store_functions()',
+];
+/** Every table of the store: what an older version of this script gave a runtime role writes on. */
+const TABLES = ['keys', 'events', 'resources', 'sink_fences', 'reconcile_starts'];
 
 /**
  * The GRANT statements that give an existing role what its kind needs on a migrated schema, as SQL
@@ -42,24 +58,25 @@ export function grantsScript(options: { schema?: string; role: string; kind: Rol
     throw new InvalidActionError('kind', `must be one of ${KINDS.join(', ')}, got ${String(kind)}`);
   }
   const r = `"${role.replaceAll('"', '""')}"`;
+  const tables = TABLES.map((table) => `${s}.${table}`).join(', ');
   const lines = [
-    `-- sideeffect ${kind} role ${role} on schema ${schemaName}`,
+    `-- sideeffect ${kind} role ${commentName(role)} on schema ${commentName(schemaName)}`,
     `grant usage on schema ${s} to ${r};`,
   ];
   switch (kind) {
     case 'runtime':
       lines.push(
-        `grant select, insert, update, delete on table ${s}.keys to ${r};`,
-        `grant select, insert, delete on table ${s}.events to ${r};`,
-        `grant select, insert, update on table ${s}.resources, ${s}.sink_fences, ${s}.reconcile_starts to ${r};`,
-        `grant select on table ${s}.migrations, ${s}.migration_history to ${r};`,
+        // What earlier versions of this script granted: the store's functions write now.
+        `revoke insert, update, delete, truncate on table ${tables} from ${r};`,
+        `grant select on table ${tables}, ${s}.migrations, ${s}.migration_history to ${r};`,
         `grant execute on all functions in schema ${s} to ${r};`,
+        `revoke execute on function ${INTERNAL.map((fn) => `${s}.${fn}`).join(', ')} from ${r};`,
       );
       break;
     case 'operator':
       lines.push(
-        `grant select on table ${s}.keys, ${s}.events to ${r};`,
-        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
+        `grant select on table ${s}.keys, ${s}.events, ${s}.migrations, ${s}.migration_history to ${r};`,
+        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${RESOLVE_0_1_0}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
       );
       break;
     case 'readonly':

@@ -7,7 +7,7 @@ import {
 } from '../../core/errors.js';
 import { embeddedMigrations } from './migrations.generated.js';
 import { checkoutFor } from './session.js';
-import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
+import { commentName, DEFAULT_SCHEMA, dollarTag, quoteLiteral, quoteSchema } from './sql.js';
 
 /** Arbitrary, fixed first half of the advisory lock key; the second half is the schema's hash. */
 const LOCK_CLASS = 0x5e1d;
@@ -44,6 +44,27 @@ const MIGRATIONS_TABLE = `create table if not exists migrations (
  */
 const HISTORY_FROM = 8;
 
+/**
+ * Run after the migrations a script or migrate() applies (0013): every function a role may call
+ * made security definer with a pinned search_path again, since a later CREATE OR REPLACE that
+ * does not restate it resets it, and its EXECUTE taken from PUBLIC.
+ */
+const SECURE_FUNCTIONS = 'select secure_store_functions();';
+
+/**
+ * What a migration declared backward-compatible must leave in place for workers of the version
+ * before it: every column (with its type) of every table, and every function signature (with its
+ * result type). Read in the migration's transaction before and after it.
+ */
+const CATALOG = `select 'column ' || c.relname || '.' || a.attname || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod) as item
+    from pg_catalog.pg_attribute a join pg_catalog.pg_class c on c.oid = a.attrelid
+   where c.relnamespace = (select oid from pg_catalog.pg_namespace where nspname = pg_catalog.current_schema())
+     and c.relkind in ('r', 'p', 'v') and a.attnum > 0 and not a.attisdropped
+  union all
+  select 'function ' || p.oid::pg_catalog.regprocedure::text || ' returns ' || pg_catalog.pg_get_function_result(p.oid)
+    from pg_catalog.pg_proc p
+   where p.pronamespace = (select oid from pg_catalog.pg_namespace where nspname = pg_catalog.current_schema())`;
+
 /** The line by which a migration declares that workers of the version before it keep working. */
 const BACKWARD_COMPATIBLE = /^-- sideeffect: backward-compatible$/m;
 
@@ -77,14 +98,17 @@ export function listMigrations(): readonly Migration[] {
 export function migrationScript(options: { schema?: string } = {}): string {
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
   const schema = quoteSchema(schemaName);
-  const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
+  // An existing schema is not created again: `create schema if not exists` checks CREATE on the
+  // database before it looks, so the script would need it even where the DBA made the schema.
+  const ensure = `if not exists (select from pg_catalog.pg_namespace where nspname = ${quoteLiteral(schemaName)}) then execute ${quoteLiteral(`create schema ${schema}`)}; end if;`;
+  const tag = dollarTag(ensure);
   const parts = [
-    `-- sideeffect schema ${schemaName}: ${listMigrations()
+    `-- sideeffect schema ${commentName(schemaName)}: ${listMigrations()
       .map((m) => m.name)
       .join(', ')}`,
     'begin isolation level read committed;',
-    `select pg_catalog.pg_advisory_xact_lock(${LOCK_CLASS}, pg_catalog.hashtext(${literal(schema)}));`,
-    `create schema if not exists ${schema};`,
+    `select pg_catalog.pg_advisory_xact_lock(${LOCK_CLASS}, pg_catalog.hashtext(${quoteLiteral(schema)}));`,
+    `do ${tag} begin ${ensure} end ${tag};`,
     `set local search_path to ${schema}, pg_temp;`,
     `${MIGRATIONS_TABLE};`,
   ];
@@ -93,11 +117,11 @@ export function migrationScript(options: { schema?: string } = {}): string {
       `-- ${migration.name}`,
       migration.sql.trimEnd(),
       migration.version >= HISTORY_FROM
-        ? `insert into migration_history (version, name, sha256, backward_compatible) values (${migration.version}, ${literal(migration.name)}, ${literal(migration.sha256)}, ${migration.backwardCompatible});`
-        : `insert into migrations (version, name, sha256) values (${migration.version}, ${literal(migration.name)}, ${literal(migration.sha256)});`,
+        ? `insert into migration_history (version, name, sha256, backward_compatible) values (${migration.version}, ${quoteLiteral(migration.name)}, ${quoteLiteral(migration.sha256)}, ${migration.backwardCompatible});`
+        : `insert into migrations (version, name, sha256) values (${migration.version}, ${quoteLiteral(migration.name)}, ${quoteLiteral(migration.sha256)});`,
     );
   }
-  parts.push('commit;', '');
+  parts.push(SECURE_FUNCTIONS, 'commit;', '');
   return parts.join('\n');
 }
 
@@ -160,6 +184,18 @@ function lockTimedOut(error: unknown): boolean {
  * ```
  */
 export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Promise<string[]> {
+  return migrateFiles(pool, options, listMigrations());
+}
+
+/**
+ * migrate() with the migrations given instead of this version's: how a test plays a later
+ * version's migration against the checks this one makes. Not exported from the package.
+ */
+export async function migrateFiles(
+  pool: pg.Pool,
+  options: MigrateOptions,
+  files: readonly Migration[],
+): Promise<string[]> {
   const schemaName = options.schema ?? DEFAULT_SCHEMA;
   const schema = quoteSchema(schemaName);
   const lockTimeoutMs = options.lockTimeoutMs ?? 1_000;
@@ -176,7 +212,7 @@ export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Prom
   const log = options.log ?? ((line: string) => console.warn(line));
   for (let attempt = 0; ; attempt += 1) {
     try {
-      return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log);
+      return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log, files);
     } catch (error) {
       if (!(error instanceof StoreUnavailableError && lockTimedOut(error.cause))) throw error;
       if (attempt >= retries) throw error;
@@ -193,8 +229,8 @@ async function migrateOnce(
   schema: string,
   lockTimeoutMs: number,
   log: (line: string) => void,
+  files: readonly Migration[],
 ): Promise<string[]> {
-  const files = listMigrations();
   const session = await checkoutFor(pool, 'migrate');
   const { client } = session;
   const exists = async (relation: string): Promise<boolean> => {
@@ -264,8 +300,23 @@ async function migrateOnce(
         `sideeffect: schema ${schema} has migrations newer than this version (${newer.map((r) => r.name).join(', ')}), each declared backward-compatible: running on it unchanged`,
       );
     }
+    const catalog = async (): Promise<Set<string>> =>
+      new Set((await client.query<{ item: string }>(CATALOG)).rows.map((row) => row.item));
     for (const file of pending) {
+      // A backward-compatible claim is checked, not trusted: a column renamed, dropped or
+      // retyped (or a function signature gone or answering another shape) breaks the workers of
+      // the version before it, which accept the schema because of the claim.
+      const before = file.backwardCompatible ? await catalog() : undefined;
       await client.query(file.sql);
+      if (before) {
+        const after = await catalog();
+        const gone = [...before].filter((item) => !after.has(item));
+        if (gone.length > 0) {
+          throw new MigrationConflictError(
+            `migration ${file.name} declares itself backward-compatible but removes or changes what workers of the previous version use: ${gone.join('; ')}`,
+          );
+        }
+      }
       await client.query(
         file.version >= HISTORY_FROM
           ? 'insert into migration_history (version, name, sha256, backward_compatible) values ($1, $2, $3, $4)'
@@ -274,6 +325,12 @@ async function migrateOnce(
           ? [file.version, file.name, file.sha256, file.backwardCompatible]
           : [file.version, file.name, file.sha256],
       );
+    }
+    if (pending.length > 0) {
+      const { rows: secure } = await client.query<{ found: boolean }>(
+        "select pg_catalog.to_regprocedure('secure_store_functions()') is not null as found",
+      );
+      if (secure[0]!.found) await client.query(SECURE_FUNCTIONS);
     }
     await client.query('commit');
     session.release();

@@ -23,7 +23,10 @@ import { refuseInsideTransactionalWork } from './transaction-guard.js';
 /** How a PgFencedSink connects and where its fence table is (the schema `migrate()` created). */
 export interface PgFencedSinkOptions extends PoolOptions {
   /**
-   * The schema holding `sink_fences` (created by `migrate()`); usually the store's schema.
+   * The schema holding `sink_fences` (created by `migrate()`): the schema of the store whose
+   * leases it checks. A fence that schema's store never issued is refused with
+   * StoreMisconfiguredError (nothing written): a sink on another schema would not see the marks
+   * transactional grants raise, and a paused holder's stale write could land after a newer one.
    * @default 'sideeffect'
    */
   schema?: string;
@@ -46,24 +49,26 @@ export interface PgFencedSinkOptions extends PoolOptions {
 const MAX_REMEMBERED_WRITERS = 10_000;
 
 const SQL = {
-  // The lock wait bound ($3) holds for this statement only: set before the row is locked (the
-  // CTE is the insert's source), then the transaction's own value is put back for `write`.
+  // raise_sink_mark() (0013): the runtime role writes no table itself, and a fence the store of
+  // this schema never issued is refused (SE131): the sink checks the store's fences only when both
+  // are on one schema. Null when a newer fence is recorded. The lock wait bound ($3) holds for
+  // this statement only: set before the mark's row is locked, then the transaction's own value is
+  // put back for `write`.
   raise: (s: string) => `with prior as materialized (
       select pg_catalog.current_setting('lock_timeout') as before
     ), bound as materialized (
       select pg_catalog.set_config('lock_timeout', $3::text, true) as bounded from prior
+    ), raised as materialized (
+      select ${s}.raise_sink_mark($1, $2, false) as fence from bound
     )
-    insert into ${s}.sink_fences as sink (resource, fence) select $1::text, $2::bigint from bound
-    on conflict (resource) do update set fence = excluded.fence
-    where sink.fence <= excluded.fence
-    returning fence, pg_catalog.set_config('lock_timeout', (select before from prior), true)`,
-  raiseAtLeast: (
-    s: string,
-  ) => `insert into ${s}.sink_fences as sink (resource, fence) values ($1, $2)
-    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
-    returning fence`,
+    select fence, pg_catalog.set_config('lock_timeout', (select before from prior), true)
+      from raised`,
+  raiseAtLeast: (s: string) => `select ${s}.raise_sink_mark($1, $2, true) as fence`,
   highest: (s: string) => `select fence from ${s}.sink_fences where resource = $1`,
 };
+
+/** A fence the sink's schema never issued: the sink is on another schema than its store. */
+const NOT_ISSUED = 'SE131';
 
 /**
  * A FencedSink for writes into Postgres: the fence check and the caller's write commit or roll
@@ -101,8 +106,11 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   /** lockWaitMs as the value of Postgres's `lock_timeout`. */
   readonly #lockTimeout: string;
 
+  readonly #schema: string;
+
   constructor(options: PgFencedSinkOptions = {}) {
-    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
+    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,
     });
     this.#maxResourceBytes = options.limits?.maxResourceBytes ?? defaultLimits.maxResourceBytes;
@@ -200,21 +208,33 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
       // Explicit READ COMMITTED: at a serializable default, two writers raising one mark would
       // fail with a serialization error instead of waiting for the row lock.
       await beforeCommit(() => client.query('begin isolation level read committed'));
-      const raised = await beforeCommit(() =>
-        operation === 'writeFenced'
-          ? client.query({ ...this.#sql.raise, values: [resource, fence, this.#lockTimeout] })
-          : client.query({ ...this.#sql.raiseAtLeast, values: [resource, fence] }),
-      ).catch(async (error: unknown) => {
+      let raised: pg.QueryResult<{ fence: string | null }>;
+      try {
+        raised = await beforeCommit(() =>
+          operation === 'writeFenced'
+            ? client.query({ ...this.#sql.raise, values: [resource, fence, this.#lockTimeout] })
+            : client.query({ ...this.#sql.raiseAtLeast, values: [resource, fence] }),
+        );
+      } catch (error) {
+        const cause = (error as { cause?: { code?: unknown; message?: string } }).cause;
         // Gave up waiting for the mark: the connection is fine once its transaction is over.
-        if (isLockNotAvailable((error as StoreUnavailableError).cause)) {
+        if (isLockNotAvailable(cause)) {
           await client.query('rollback').then(
             () => (kept = true),
             () => {},
           );
         }
-        throw error;
-      });
-      if (raised.rowCount === 0) {
+        if (cause?.code !== NOT_ISSUED) throw error;
+        failed = true;
+        throw markNotApplied(
+          new StoreMisconfiguredError(
+            this.#schema,
+            `PgFencedSink: ${cause.message ?? 'fence not issued'}; a sink on another schema than its store's never sees the fences a transactional grant raises, so stale writes could land. Give the sink the store's schema`,
+            cause,
+          ),
+        );
+      }
+      if (raised.rows[0]?.fence === null) {
         await unavailable(operation, () => client.query('rollback'));
         throw new FenceStaleError(resource, fence);
       }

@@ -36,6 +36,36 @@ export function quoteSchema(schema: string): string {
 }
 
 /**
+ * A string as an SQL literal that stays one in every session a printed script may run in: with
+ * `standard_conforming_strings` off a backslash escapes the quote after it, so a text with a
+ * backslash is written as an escape string (`E'...'`, backslashes doubled).
+ */
+export function quoteLiteral(text: string): string {
+  const quoted = text.replaceAll("'", "''");
+  return text.includes('\\') ? `E'${quoted.replaceAll('\\', '\\\\')}'` : `'${quoted}'`;
+}
+
+/**
+ * A name as it may appear in a printed script's `--` comment: JSON-quoted, so a newline (which
+ * ends a line comment) or any other control character in it is written escaped and the rest of
+ * the name stays inside the comment.
+ */
+export function commentName(name: string): string {
+  return JSON.stringify(name).replaceAll('\u2028', '\\u2028').replaceAll('\u2029', '\\u2029');
+}
+
+/**
+ * A dollar-quoting tag that does not occur in `body`: the body of a printed DO block, which holds
+ * names, can then never end it.
+ */
+export function dollarTag(body: string): string {
+  for (let i = 0; ; i += 1) {
+    const tag = `$sideeffect${i === 0 ? '' : i}$`;
+    if (!body.includes(tag)) return tag;
+  }
+}
+
+/**
  * A statement, named (server-side prepared: parsed and planned once per connection, not per
  * call) unless the connections go through a transaction-mode pooler.
  */

@@ -7,6 +7,7 @@ import {
   KeyConflictError,
   NotUncertainError,
   OutcomeUncertainError,
+  PurgeBelowFloorError,
   StaleVerdictError,
   StoreUnavailableError,
   TransactionEndedError,
@@ -150,6 +151,9 @@ export function sweepLockKey(schema: string): string {
     .toString();
 }
 
+/** The floor purge_batch() keeps in the schema for every role but the schema's owner (0013). */
+const SCHEMA_PURGE_FLOOR_MS = 7 * 24 * 60 * 60 * 1000;
+
 const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
 
@@ -194,29 +198,16 @@ const SQL = {
   renew: (s: string) => `select
       case when pg_catalog.set_config('lock_timeout', $6, true) is not null
            then pg_catalog.to_jsonb(${s}.renew($1, $2, $3, $4, $5)) end as o_renewed`,
-  // The holder's complete in one statement, no function call: release the resource and move the
-  // key to done, recording on the row the state it was completed from (the completion's event, see
-  // events). The UPDATE matches only for this holder at this fence, holding its key held or
-  // applying (the invariant every transition keeps), so it is the fence check and the key moves
-  // with it. No row back means nothing was written: complete() judges it (a repeat, a stale
-  // fence, or a broken invariant, which it raises). The lock wait bound ($5) is a filter of the
-  // UPDATE: evaluated on the row before the UPDATE waits for its lock.
-  complete: (s: string) => `with released as (
-      update ${s}.resources r set holder = null, expires_at = null
-       where resource = $2::text and fence = $3::bigint and holder = $1::text
-         and pg_catalog.set_config('lock_timeout', $5::text, true) is not null
-         and exists (select from ${s}.keys k
-                      where k.key = r.holder and k.fence = r.fence
-                        and k.state in ('held', 'applying'))
-      returning ${s}.store_now() as at
-    ), moved as (
-      update ${s}.keys k
-         set state = 'done', result = $4::bytea, updated_at = released.at, completed_from = k.state
-        from released
-       where k.key = $1::text and k.fence = $3::bigint
-      returning 1
-    )
-    select from moved`,
+  // The holder's complete in one statement: release the resource and move the key to done,
+  // recording on the row the state it was completed from (the completion's event, see events).
+  // complete_held() (0013: the runtime role writes no table itself) matches only this holder at
+  // this fence, holding its key held or applying (the invariant every transition keeps), so it is
+  // the fence check and the key moves with it. Nothing moved means nothing was written: complete()
+  // judges it (a repeat, a stale fence, or a broken invariant, which it raises). The lock wait
+  // bound ($5) is set in the CASE before the subquery (an initplan, run when first needed) runs.
+  complete: (s: string) => `select
+      case when pg_catalog.set_config('lock_timeout', $5::text, true) is not null
+           then (select count(*) from ${s}.complete_held($1, $2, $3, $4)) end as o_moved`,
   completeJudged: (s: string) => `select
       case when pg_catalog.set_config('lock_timeout', $5, true) is not null
            then pg_catalog.to_jsonb(${s}.complete($1, $2, $3, $4)) end as o_judged`,
@@ -237,77 +228,41 @@ const SQL = {
   ) => `select ${keyColumns(s)} from ${s}.keys where $1::text is null or state = $1
     order by updated_at asc limit $2`,
   // Claims lock the keys they pick (others skip them); the conflict clause re-checks the latest
-  // committed start, so a claimer whose snapshot missed another's start cannot claim it twice.
-  claimReconciles: (s: string) => `with candidates as (
-      select k.key, k.fence from ${s}.keys k
-      left join ${s}.reconcile_starts r on r.key = k.key
-      where k.state = 'uncertain'
-        and (r.key is null or r.fence <> k.fence
-             or r.started_at <= ${s}.store_now() operator(pg_catalog.-) ${since})
-      order by k.updated_at
-      limit $1
-      for update of k skip locked
-    ), claimed as (
-      insert into ${s}.reconcile_starts as r (key, fence, started_at)
-      select key, fence, ${s}.store_now() from candidates
-      on conflict (key) do update set fence = excluded.fence, started_at = excluded.started_at
-        where r.fence <> excluded.fence
-           or r.started_at <= excluded.started_at operator(pg_catalog.-) ${since}
-      returning key
-    )
-    select ${keyColumns(s)} from ${s}.keys join claimed using (key) order by updated_at`,
+  // committed start, so a claimer whose snapshot missed another's start cannot claim it twice
+  // (claim_reconciles(), 0013).
+  claimReconciles: (s: string) => `select ${keyColumns(s)} from ${s}.keys
+    join ${s}.claim_reconciles($1, $2) as claimed (key) using (key) order by updated_at`,
   // The transactional grant of a key never seen, on a resource nobody holds: the resource row
-  // locked and its fence raised by one UPDATE, no function call, and the PgFencedSink mark of the
-  // resource raised to it (see txRaiseSink). tx_acquire(), in a CASE evaluated
+  // locked and its fence raised by one UPDATE, and the PgFencedSink mark of the resource raised to
+  // it (see txRaiseSink), in tx_grant_fresh() (0013). tx_acquire(), in a CASE evaluated
   // only when that UPDATE matched nothing, judges every other case. The key is looked for with
   // the statement's snapshot, taken before the row lock was ours: `o_seen` is the fence that
   // snapshot saw, so a row that moved while this statement waited (o_fence is not o_seen + 1) is
   // judged again by txRecheck, which reads the key afresh.
-  txAcquire: (s: string) => `with granted as (
-      update ${s}.resources set fence = fence + 1
-       where resource = $2 and holder is null and not exists (select from ${s}.keys where key = $1)
-      returning fence, (select fence from ${s}.resources where resource = $2) as seen
-    ), raised as (
-      insert into ${s}.sink_fences as sink (resource, fence) select $2, fence from granted
-      on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
-    )
-    select g.fence as o_fence, g.seen as o_seen,
-      case when g.fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged,
+  txAcquire: (s: string) => `select g.o_fence, g.o_seen,
+      case when g.o_fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged,
       pg_catalog.txid_current() as o_xid,
       pg_catalog.set_config('sideeffect.transactional_key', $1, true) is not null as o_marked,
       pg_catalog.set_config('lock_timeout', $4, true) is not null as o_restored
-    from (select) as one left join granted as g on true`,
+    from (select) as one left join ${s}.tx_grant_fresh($1, $2) as g on true`,
   // One fence per resource across both modes: a transactional grant raises the sink's mark in its
   // own transaction, so a plain holder it took over (paused, its lease gone) has its late
   // writeFenced refused, as a plain successor's write would have it refused. Raised at the grant,
   // before the work: the mark's row is locked before any row the work touches, as writeFenced
   // locks it before its write, so the two never wait on each other in a cycle.
-  txRaiseSink: (s: string) => `insert into ${s}.sink_fences as sink (resource, fence)
-    values ($1::text, $2::bigint)
-    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)`,
+  txRaiseSink: (s: string) => `select ${s}.raise_sink_mark($1, $2, true)`,
   txRecheck: (s: string) => `select * from ${s}.tx_recheck($1, $2, $3, $4)`,
   // The transactional effect's key, written once as done in the caller's transaction (the resource
   // row is still locked by txAcquire), its one transition recorded on the row. Written only while
   // this is still the grant's transaction ($7, its id): work that ended it (COMMIT, ROLLBACK) gets
   // o_same false and nothing written. No o_at_ms with o_same: a key of that name was committed
   // meanwhile (on another resource), so this attempt is rolled back and asked again.
-  txComplete: (s: string) => `with same as (select pg_catalog.txid_current() = $7::bigint as ok),
-    clock as (select ${s}.store_now() as at),
-    created as (
-      insert into ${s}.keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
-                             granted_at, granted_state, granted_fence)
-      select $1, $2, $3, 'done', $4, $5, $6, at, at, 'done', $4 from clock, same where same.ok
-      on conflict (key) do nothing
-      returning ${s}.epoch_ms(updated_at) as at_ms
-    )
-    select same.ok as o_same, c.at_ms as o_at_ms from same left join created as c on true`,
+  txComplete: (s: string) => `select o_same, o_at_ms
+    from ${s}.tx_record($1, $2, $3, $4, $5, $6, $7)`,
   // After work that rolled the grant back: its fence may have been used by what the work wrote
   // after the ROLLBACK (committed on its own), so the resource moves past it unless someone holds
   // it or has moved it already.
-  txBurnFence: (s: string) => `insert into ${s}.resources as r (resource, fence)
-    values ($1::text, $2::bigint)
-    on conflict (resource) do update set fence = excluded.fence
-     where r.holder is null and r.fence < excluded.fence`,
+  txBurnFence: (s: string) => `select from ${s}.tx_burn_fence($1, $2)`,
   binding: (s: string) => `select resource, digest from ${s}.keys where key = $1`,
   uncertainBacklog: (s: string) => uncertainBacklog(s),
   // The logged events, with the two recorded on the key row in their place: its first grant (or
@@ -382,8 +337,9 @@ interface KeyRow {
 
 /**
  * The production Store: the key state machine (docs/architecture.md) in Postgres, one statement per
- * decision (a plpgsql function, or for the common paths plain SQL with the function as its
- * fallback; see migrations/), each deciding and writing atomically under row locks, with lease
+ * decision (a plpgsql function, or for the common paths a one-statement SQL function with the
+ * general one as its fallback; see migrations/; every write through a function that runs with the
+ * schema owner's rights), each deciding and writing atomically under row locks, with lease
  * expiry judged by the database clock: one round trip per operation (two only for a complete
  * the plain statement could not apply: a repeat or a stale fence). Workers on
  * many machines share it safely; the MemoryStore semantics hold exactly (same conformance suite).
@@ -1022,8 +978,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
     const a = this.#leaseAction(action, lease);
     const values = [a.key, a.resource, lease.fence, asBuffer(payload)];
-    const moved = await this.#holderRows('complete', a, values);
-    if (moved.length === 1) return { payload: plainBytes(payload) };
+    const [{ o_moved }] = (await this.#holderRows<{ o_moved: string }>('complete', a, values)) as [
+      { o_moved: string },
+    ];
+    if (Number(o_moved) === 1) return { payload: plainBytes(payload) };
     const [{ o_judged }] = (await this.#holderRows<{
       o_judged: { o_outcome: string; o_result: string | null };
     }>('completeJudged', a, values)) as [
@@ -1181,7 +1139,16 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     let total = 0;
     for (;;) {
       const started = performance.now();
-      const row = await this.#one<{ o_purged: string }>('purge', [olderThanMs, this.#purgeBatch]);
+      let row: { o_purged: string };
+      try {
+        row = await this.#one<{ o_purged: string }>('purge', [olderThanMs, this.#purgeBatch]);
+      } catch (error) {
+        // The schema keeps its own floor for every role but its owner (0013).
+        if ((error as { cause?: { code?: unknown } }).cause?.code === 'SE133') {
+          throw new PurgeBelowFloorError(olderThanMs, SCHEMA_PURGE_FLOOR_MS, 'owner');
+        }
+        throw error;
+      }
       const purged = int(row.o_purged);
       total += purged;
       if (purged < this.#purgeBatch) return total;
