@@ -179,7 +179,18 @@ describe('a plain holder whose resource a transactional grant took over', () => 
 });
 
 describe("writeFenced's bound", () => {
+  /** The sink writes only at fences its schema's store issued: grant `fences` of them, in turn. */
+  async function issue(resource: string, fences: number): Promise<void> {
+    for (let i = 1; i <= fences; i++) {
+      const action = { key: `${resource}-${i}`, resource };
+      const granted = await h.store.acquire(action, 10_000);
+      if (granted.outcome !== 'granted') throw new Error(`not granted: ${granted.outcome}`);
+      await h.store.release(action, granted.lease);
+    }
+  }
+
   it("is the mark's alone: the write's own statements run with the session's lock_timeout", async () => {
+    await issue('bound-only', 1);
     const sink = new PgFencedSink({ pool: h.db.pool, schema: h.db.schema, lockWaitMs: 150 });
     const setting = await sink.writeFenced('bound-only', 1, async (tx) => {
       const { rows } = await tx.query(`select current_setting('lock_timeout') as t`);
@@ -189,6 +200,7 @@ describe("writeFenced's bound", () => {
   });
 
   it('a write that gives up while the same holder has another write in flight is not called not applied: that one may commit', async () => {
+    await issue('twice', 2);
     const sink = new PgFencedSink({ pool: h.db.pool, schema: h.db.schema, lockWaitMs: 150 });
     let finish!: () => void;
     const finished = new Promise<void>((resolve) => {
