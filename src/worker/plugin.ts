@@ -46,6 +46,14 @@ export const defaultWorkflowsPath: string = (() => {
     : fileURLToPath(new URL('../workflows/index.js', import.meta.url));
 })();
 
+/** The module of the failure converter that encodes messages and stack traces, as source or compiled. */
+const encodedFailuresPath: string = (() => {
+  const source = fileURLToPath(new URL('./encoded-failures.ts', import.meta.url));
+  return existsSync(source)
+    ? source
+    : fileURLToPath(new URL('./encoded-failures.js', import.meta.url));
+})();
+
 /** What {@link SideEffectPlugin} needs: the activities' options, minus what it takes from the Worker. */
 export interface SideEffectPluginOptions
   extends Omit<SideEffectActivitiesOptions, 'client' | 'taskQueue' | 'searchAttributes'> {
@@ -211,6 +219,7 @@ export class SideEffectPlugin implements WorkerPlugin {
     return {
       ...lifecycleDefaults(this.#options.ttlMs),
       ...definedOnly(options),
+      ...encodedFailures(options),
       activities: { ...own, ...this.#afterSchemaCheck(activities) },
       ...workflowOptions(options, compatibleWith),
     };
@@ -341,6 +350,17 @@ function workflowOptions(
     };
   const bundlerOptions = defineCompatibleWith(options.bundlerOptions, compatibleWith);
   return { workflowsPath: defaultWorkflowsPath, ...(bundlerOptions ? { bundlerOptions } : {}) };
+}
+
+/**
+ * With payload codecs and no failure converter of the host's, failures are encoded too: Temporal
+ * otherwise stores every failure's message and stack trace as plain text beside the encrypted
+ * payloads, and an apply error's message is the downstream's own words about the input.
+ */
+function encodedFailures(options: WorkerOptions): Partial<WorkerOptions> {
+  const converter = options.dataConverter;
+  if ((converter?.payloadCodecs?.length ?? 0) === 0 || converter?.failureConverterPath) return {};
+  return { dataConverter: { ...converter, failureConverterPath: encodedFailuresPath } };
 }
 
 /**
