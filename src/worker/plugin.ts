@@ -31,6 +31,7 @@ import {
 } from './compatibility.js';
 import { lifecycleDefaults } from './lifecycle.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
+import { signalDecidedReconciles } from './held-reconciles.js';
 import { Sweeper } from './sweeper.js';
 import {
   bundleRunsReconcile,
@@ -103,6 +104,8 @@ interface Setup {
   activities: SideEffectActivities;
   client: Client;
   namespace: string;
+  /** Where ReconcileWorkflows run. */
+  taskQueue: string;
   /** Why the Worker's prebuilt bundle cannot run ReconcileWorkflow, once the check answered. */
   workflows: Promise<Error | undefined>;
 }
@@ -215,7 +218,13 @@ export class SideEffectPlugin implements WorkerPlugin {
     const own: object = options.activities ?? {};
     const clash = Object.keys(activities).filter((name) => Object.hasOwn(own, name));
     if (clash.length > 0) throw new ActivityNameClashError(clash);
-    this.#setup = { activities, client, namespace, workflows: bundleChecked(options) };
+    this.#setup = {
+      activities,
+      client,
+      namespace,
+      taskQueue: taskQueue ?? options.taskQueue,
+      workflows: bundleChecked(options),
+    };
     return {
       ...lifecycleDefaults(this.#options.ttlMs),
       ...definedOnly(options),
@@ -264,7 +273,17 @@ export class SideEffectPlugin implements WorkerPlugin {
     }
     const everyMs = this.#options.sweepEveryMs ?? 60_000;
     const sweeper =
-      everyMs > 0 ? new Sweeper(this.#options.store, setup.activities, everyMs) : undefined;
+      everyMs > 0
+        ? new Sweeper(
+            this.#options.store,
+            setup.activities,
+            everyMs,
+            // Held reconciles cannot read the store themselves; see signalDecidedReconciles.
+            this.#options.compatibleWith
+              ? () => signalDecidedReconciles(setup.client, this.#options.store, setup.taskQueue)
+              : undefined,
+          )
+        : undefined;
     try {
       await running;
     } finally {
