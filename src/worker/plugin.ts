@@ -29,9 +29,9 @@ import {
   checkedCompatibleWith,
   defineCompatibleWith,
 } from './compatibility.js';
+import { signalDecidedReconciles } from './held-reconciles.js';
 import { lifecycleDefaults } from './lifecycle.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
-import { signalDecidedReconciles } from './held-reconciles.js';
 import { Sweeper } from './sweeper.js';
 import {
   bundleRunsReconcile,
