@@ -89,8 +89,9 @@ const MIN_STORE_RECHECK_MS = 60_000;
 /**
  * Marks runs that tell the store activity, with each verdict, the effect (whose declared `result`
  * check the worker runs before the store is touched) and the signal or Update that delivered it
- * (whose sender's Temporal identity is recorded beside `by`). Histories recorded before it
- * schedule the store activity with the verdict alone.
+ * (whose sender's Temporal identity is recorded beside `by`). Activity arguments are no command,
+ * so every run now passes them, held by `compatibleWith` or not; the patch is still asked where
+ * runs that took it recorded its marker.
  */
 export const VERDICT_CONTEXT_PATCH = 'sideeffect-verdict-context';
 /**
