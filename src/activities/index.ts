@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
 import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
 
 export { NotAppliedError } from '../core/errors.js';
@@ -6,6 +7,7 @@ export { NotAppliedError } from '../core/errors.js';
 import { Runner } from '../core/runner.js';
 import { isTransactionalStore, type Store, TRANSACTION_ISOLATIONS } from '../core/store.js';
 import { checkTtl } from '../core/validate.js';
+import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   legacyActivityNames,
   legacyProbeActivityName,
@@ -203,8 +205,37 @@ export function createSideEffectActivities(
   });
   for (const [method, name] of Object.entries(libraryActivityNames))
     activities[name] = reconcile[method as keyof ReconcileActivities];
-  if (legacy)
+  if (legacy) {
     for (const [method, name] of Object.entries(legacyActivityNames))
       activities[name] = reconcile[method as keyof ReconcileActivities];
+    activities[legacyActivityNames.resolveKey] = refusedAsInvalid(reconcile.resolveKey);
+  }
   return activities as SideEffectActivities;
+}
+
+/**
+ * `resolveKey` under its 0.1.0 name: the runs that schedule it (0.1.0's, and those held to its
+ * commands by `compatibleWith`) are replayed by 0.1.0's workflow code after a rollback, which
+ * refuses a verdict only on `SideEffectInvalidAction` and fails the whole run on any other
+ * failure. A verdict for another attempt (`SideEffectStaleVerdict`) is refused under that type
+ * there, with the same message and details, so such a run refuses it as 0.1.0 would replay it.
+ */
+function refusedAsInvalid(resolveKey: ReconcileActivities['resolveKey']): Activity {
+  return async (...args: Parameters<ReconcileActivities['resolveKey']>) => {
+    try {
+      return await resolveKey(...args);
+    } catch (error) {
+      if (
+        !(error instanceof ApplicationFailure) ||
+        error.type !== SideEffectFailureType.StaleVerdict
+      )
+        throw error;
+      throw ApplicationFailure.create({
+        type: SideEffectFailureType.InvalidAction,
+        message: error.message,
+        nonRetryable: true,
+        details: error.details ? [...error.details] : [],
+      });
+    }
+  };
 }

@@ -108,7 +108,8 @@ export function reconcileActivities({
       const record = await inspect(request.key);
       const verdict = verdictOf(record);
       if (verdict) return { verdict };
-      const subscriber = Context.current().info.workflowExecution?.workflowId;
+      const run = Context.current().info.workflowExecution;
+      const subscriber = run?.workflowId;
       if (subscriber === undefined)
         throw nonRetryable(
           SideEffectFailureType.InvalidAction,
@@ -135,7 +136,7 @@ export function reconcileActivities({
               }),
             ],
             signal: subscribeSignal,
-            signalArgs: [{ workflowId: subscriber, effect, input, probe }],
+            signalArgs: [{ workflowId: subscriber, runId: run!.runId, effect, input, probe }],
             workflowIdConflictPolicy: 'USE_EXISTING',
           },
         );

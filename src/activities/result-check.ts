@@ -46,14 +46,14 @@ export async function resultError(
   if (check === 'void')
     return result === null || result === undefined
       ? undefined
-      : `the effect returns nothing (result: 'void'), got ${preview(result)}`;
+      : `the effect returns nothing (result: 'void'), got ${shapeOf(result)}`;
   try {
     if (typeof check === 'function') {
       const answer = check(result);
       if (answer === true || answer === undefined) return undefined;
       return typeof answer === 'string' && answer.length > 0
         ? answer
-        : `${preview(result)} does not pass the effect's result check`;
+        : `${shapeOf(result)} does not pass the effect's result check`;
     }
     const answer = await check['~standard'].validate(result);
     if (!answer.issues) return undefined;
@@ -73,12 +73,21 @@ function issueText(issue: {
   return path ? `${path}: ${issue.message}` : issue.message;
 }
 
-function preview(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = String(value);
+/**
+ * What a refused result looks like, never what it holds: the refusal is kept in the reconcile's
+ * `status`, logged, and sent back as a failure message, and a result can carry what a codec
+ * exists to hide (a card number, a name).
+ */
+function shapeOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (typeof value === 'object') {
+    const fields = Object.keys(value as object);
+    const named = fields.slice(0, 10).join(', ');
+    return fields.length === 0
+      ? 'an empty object'
+      : `an object with field(s) ${named}${fields.length > 10 ? ', ...' : ''}`;
   }
-  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+  if (typeof value === 'string') return `a string of ${value.length} characters`;
+  return `a ${typeof value}`;
 }

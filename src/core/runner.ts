@@ -17,7 +17,7 @@ import {
   type TransactionContext,
   type TransactionOptions,
 } from './store.js';
-import type { Action, Lease, Resolution, ResolveOutcome, Result } from './types.js';
+import type { Action, KeyEvent, Lease, Resolution, ResolveOutcome, Result } from './types.js';
 import { checkAction, checkResolution, checkTtl } from './validate.js';
 
 /** What apply gets: the lease whose fence goes to every downstream write, and a signal that fires when the lease is lost or the caller gives up. */
@@ -66,7 +66,9 @@ export interface ExecuteOptions {
  * - `applied`: this call applied it and the result is recorded;
  * - `replayed`: done earlier, here is the stored result;
  * - `contended`: someone else holds the resource, nothing ran; retry later;
- * - `uncertain`: it may have taken effect; the key is blocked until reconciled;
+ * - `uncertain`: it may have taken effect; the key is blocked until reconciled. Also after
+ *   three attempts in a row failed without applying since a
+ *   "not applied" verdict: the verdict may be wrong, and a person judges again;
  * - `failed`: granted but not applied (prepare failed, an apply declared
  *   safe failed, or a FencedSink rolled the write back before COMMIT);
  *   nothing recorded, safe to retry. `definite` when apply
@@ -216,6 +218,9 @@ export class Runner {
         }
         // Rolled back by the sink before COMMIT: nothing took effect, so a retry is safe.
         if (checked.retrySafety === 'safe' || isNotApplied(error)) {
+          const doubted = await verdictInDoubt(store, checked.key, error);
+          if (doubted !== undefined)
+            return markUncertain(store, checked, keepAlive.lease, doubted, error);
           await releaseQuietly(store, checked, keepAlive.lease);
           return { outcome: 'failed', error };
         }
@@ -306,6 +311,48 @@ async function markUncertain(
     reason,
     error: new OutcomeUncertainError(action.key, action.resource, reason, { cause }),
   };
+}
+
+/**
+ * Attempts in a row that may fail without applying after a "not applied" verdict before the key
+ * goes back to a person. A wrong verdict over a write that did land makes every re-run fail the
+ * same way (the downstream's unique key refuses it, the sink rolls back): freed each time, the
+ * key was retried without end, and being `free` it offered nobody a verdict to correct.
+ */
+const ATTEMPTS_AFTER_NOT_APPLIED = 3;
+
+/**
+ * The reason to hand the key back to a person instead of freeing it: this failure is the
+ * `ATTEMPTS_AFTER_NOT_APPLIED`-th in a row without applying since a "not applied" verdict.
+ * Undefined otherwise, and when the history cannot be read (the key is then freed, as before).
+ */
+async function verdictInDoubt(
+  store: Store,
+  key: string,
+  error: unknown,
+): Promise<string | undefined> {
+  let events: KeyEvent[];
+  try {
+    events = await store.events(key);
+  } catch {
+    return undefined;
+  }
+  // This attempt is the last grant; each earlier one that ended freed failed without applying.
+  let failed = 1;
+  for (let index = events.length - 1; index >= 0; index -= 1) {
+    const { from, to, actor, reason } = events[index]!;
+    if (to !== 'free') {
+      if (to === 'applying' || to === 'held') continue;
+      return undefined;
+    }
+    if (from !== 'uncertain') {
+      failed += 1;
+      continue;
+    }
+    if (failed < ATTEMPTS_AFTER_NOT_APPLIED) return undefined;
+    return `apply failed ${failed} times in a row without applying since the verdict "not applied" by ${actor} (${reason}), which may be wrong: ${describe(error)}`;
+  }
+  return undefined;
 }
 
 /** Release is a courtesy that saves waiting for the TTL; its failure must not change the verdict. */

@@ -14,11 +14,12 @@ const MAX_SUBSCRIBE_INPUT_CHARS = 1024 * 1024;
 
 const SUBSCRIPTION_FIELDS: ReadonlySet<string> = new Set([
   'workflowId',
+  'runId',
   'effect',
   'input',
   'probe',
 ]);
-const RECONCILED_FIELDS: ReadonlySet<string> = new Set(['key', 'applied', 'result']);
+const RECONCILED_FIELDS: ReadonlySet<string> = new Set(['key', 'applied', 'result', 'runId']);
 
 /** Why `input` is not a `subscribe` payload (`{ workflowId, effect?, input?, probe? }`), or undefined if it is. */
 export function subscriptionError(input: unknown): string | undefined {
@@ -27,6 +28,8 @@ export function subscriptionError(input: unknown): string | undefined {
   const id = fields.workflowId;
   if (typeof id !== 'string' || id.length === 0 || id.length > MAX_ID_CHARS)
     return `workflowId must be a non-empty string of at most ${MAX_ID_CHARS} characters`;
+  if (fields.runId !== undefined && !isId(fields.runId))
+    return `runId must be a non-empty string of at most ${MAX_ID_CHARS} characters`;
   const effect = fields.effect;
   if (
     effect !== undefined &&
@@ -52,7 +55,13 @@ export function reconciledError(input: unknown): string | undefined {
   if (typeof fields.key !== 'string' || fields.key.length === 0)
     return 'key must be a non-empty string';
   if (typeof fields.applied !== 'boolean') return 'applied must be a boolean';
+  if (fields.runId !== undefined && !isId(fields.runId))
+    return `runId must be a non-empty string of at most ${MAX_ID_CHARS} characters`;
   return undefined;
+}
+
+function isId(value: unknown): boolean {
+  return typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_CHARS;
 }
 
 function objectOf(input: unknown, known: ReadonlySet<string>): Record<string, unknown> | string {

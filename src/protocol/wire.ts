@@ -134,6 +134,8 @@ export interface ReconcileCarried {
   runs: number;
   /** The effect learned from a subscriber, whose result check judges verdicts. */
   effect?: string;
+  /** The run each subscriber subscribed from, by workflow id, where it said. */
+  subscriberRuns?: Record<string, string>;
 }
 
 /** How a reconcile ended; the ReconcileWorkflow's result and the Update's answer. */
@@ -177,6 +179,11 @@ export interface ReconcileStatus {
 /** A workflow waiting on the key; carries the effect so a reconcile started without it (by the sweeper) can still probe. */
 export interface Subscription {
   workflowId: string;
+  /**
+   * The subscribing run (set by `ensureReconcile`): the reconcile names it in its `reconciled`
+   * signal, which a caller held to 0.1's commands trusts only when it names that caller's run.
+   */
+  runId?: string;
   effect?: string;
   input?: unknown;
   probe?: boolean;
@@ -185,6 +192,8 @@ export interface Subscription {
 /** Sent to every subscriber once the key is decided. */
 export interface Reconciled extends Verdict {
   key: string;
+  /** The subscriber's run it is meant for, when the subscription named one. */
+  runId?: string;
 }
 
 /** The workflow id of the one ReconcileWorkflow per key. */

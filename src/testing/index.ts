@@ -55,7 +55,8 @@ export interface ScriptedEffect<I, R> extends SideEffectDefinition<I, R> {
 export interface ScriptEffectOptions<I> {
   /**
    * The real effect this one stands in for: its `resource`, `retrySafety`, `definiteFailures`,
-   * `inFlight` and `probe` are kept, only `apply` is scripted.
+   * `inFlight`, `probe` and `result` check are kept, only `apply` is scripted (without the check,
+   * a test would accept a verdict the real worker refuses).
    * @default none: `resource` below, retry safety `unknown`, no probe
    */
   like?: SideEffectDefinition<I, unknown, unknown>;
@@ -89,6 +90,7 @@ export function scriptEffect<I, R>(
     ...(like?.retrySafety === undefined ? {} : { retrySafety: like.retrySafety }),
     ...(like?.definiteFailures === undefined ? {} : { definiteFailures: like.definiteFailures }),
     ...(like?.inFlight === undefined ? {} : { inFlight: like.inFlight }),
+    ...(like?.result === undefined ? {} : { result: like.result }),
     ...(like?.probe === undefined
       ? {}
       : { probe: like.probe as SideEffectDefinition<I, R>['probe'] }),

@@ -29,6 +29,7 @@ import {
   checkedCompatibleWith,
   defineCompatibleWith,
 } from './compatibility.js';
+import { signalDecidedReconciles } from './held-reconciles.js';
 import { lifecycleDefaults } from './lifecycle.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 import { Sweeper } from './sweeper.js';
@@ -44,6 +45,14 @@ export const defaultWorkflowsPath: string = (() => {
   return existsSync(source)
     ? source
     : fileURLToPath(new URL('../workflows/index.js', import.meta.url));
+})();
+
+/** The module of the failure converter that encodes messages and stack traces, as source or compiled. */
+const encodedFailuresPath: string = (() => {
+  const source = fileURLToPath(new URL('./encoded-failures.ts', import.meta.url));
+  return existsSync(source)
+    ? source
+    : fileURLToPath(new URL('./encoded-failures.js', import.meta.url));
 })();
 
 /** What {@link SideEffectPlugin} needs: the activities' options, minus what it takes from the Worker. */
@@ -95,6 +104,8 @@ interface Setup {
   activities: SideEffectActivities;
   client: Client;
   namespace: string;
+  /** Where ReconcileWorkflows run. */
+  taskQueue: string;
   /** Why the Worker's prebuilt bundle cannot run ReconcileWorkflow, once the check answered. */
   workflows: Promise<Error | undefined>;
 }
@@ -207,10 +218,17 @@ export class SideEffectPlugin implements WorkerPlugin {
     const own: object = options.activities ?? {};
     const clash = Object.keys(activities).filter((name) => Object.hasOwn(own, name));
     if (clash.length > 0) throw new ActivityNameClashError(clash);
-    this.#setup = { activities, client, namespace, workflows: bundleChecked(options) };
+    this.#setup = {
+      activities,
+      client,
+      namespace,
+      taskQueue: taskQueue ?? options.taskQueue,
+      workflows: bundleChecked(options),
+    };
     return {
       ...lifecycleDefaults(this.#options.ttlMs),
       ...definedOnly(options),
+      ...encodedFailures(options),
       activities: { ...own, ...this.#afterSchemaCheck(activities) },
       ...workflowOptions(options, compatibleWith),
     };
@@ -255,7 +273,17 @@ export class SideEffectPlugin implements WorkerPlugin {
     }
     const everyMs = this.#options.sweepEveryMs ?? 60_000;
     const sweeper =
-      everyMs > 0 ? new Sweeper(this.#options.store, setup.activities, everyMs) : undefined;
+      everyMs > 0
+        ? new Sweeper(
+            this.#options.store,
+            setup.activities,
+            everyMs,
+            // Held reconciles cannot read the store themselves; see signalDecidedReconciles.
+            this.#options.compatibleWith
+              ? () => signalDecidedReconciles(setup.client, this.#options.store, setup.taskQueue)
+              : undefined,
+          )
+        : undefined;
     try {
       await running;
     } finally {
@@ -341,6 +369,17 @@ function workflowOptions(
     };
   const bundlerOptions = defineCompatibleWith(options.bundlerOptions, compatibleWith);
   return { workflowsPath: defaultWorkflowsPath, ...(bundlerOptions ? { bundlerOptions } : {}) };
+}
+
+/**
+ * With payload codecs and no failure converter of the host's, failures are encoded too: Temporal
+ * otherwise stores every failure's message and stack trace as plain text beside the encrypted
+ * payloads, and an apply error's message is the downstream's own words about the input.
+ */
+function encodedFailures(options: WorkerOptions): Partial<WorkerOptions> {
+  const converter = options.dataConverter;
+  if ((converter?.payloadCodecs?.length ?? 0) === 0 || converter?.failureConverterPath) return {};
+  return { dataConverter: { ...converter, failureConverterPath: encodedFailuresPath } };
 }
 
 /**

@@ -26,10 +26,19 @@ export class Sweeper {
   /** This sweeper's backlog is on the gauges: they must read 0 the moment it stops leading. */
   #reporting = false;
 
-  constructor(store: Store & SweepCoordination, activities: SideEffectActivities, everyMs: number) {
+  readonly #afterSweep: (() => Promise<unknown>) | undefined;
+
+  /** `afterSweep` runs after each sweep this sweeper led (a failure is logged like the sweep's). */
+  constructor(
+    store: Store & SweepCoordination,
+    activities: SideEffectActivities,
+    everyMs: number,
+    afterSweep?: () => Promise<unknown>,
+  ) {
     this.#store = store;
     this.#activities = activities;
     this.#everyMs = everyMs;
+    this.#afterSweep = afterSweep;
     this.#schedule();
   }
 
@@ -79,6 +88,7 @@ export class Sweeper {
       if (!this.#leading || this.#stopped) return;
       publishBacklog(report);
       this.#reporting = true;
+      await this.#afterSweep?.();
     } catch (error) {
       Runtime.instance().logger.warn('sideeffect sweep failed', {
         error: error instanceof Error ? error.message : String(error),

@@ -13,6 +13,15 @@ const compatibleWith: string | undefined = (() => {
     : undefined;
 })();
 
+/**
+ * Whether this bundle holds `id` (its `compatibleWith` names a version that does not know it), so
+ * what a person is offered (the UI's verdict template, which is no command) matches what the run
+ * will accept.
+ */
+export function holds(id: WorkflowPatchId): boolean {
+  return compatibleWith !== undefined && heldFor(compatibleWith, id) && !taken.has(id);
+}
+
 /** Patches this run has taken: asked again, they stay taken whatever the worker's setting. */
 const taken = new Set<WorkflowPatchId>();
 
@@ -25,9 +34,12 @@ const taken = new Set<WorkflowPatchId>();
  * replaying, the history decides as `patched()` always does: a run that took the patch under
  * another setting keeps it, so turning the setting on or off never breaks a replay on this code.
  * Every `patched()` call of the library's workflows goes through here.
+ *
+ * `evenIfHeld` takes it live whatever the setting: only for a protection 0.1.0's commands cannot
+ * express at all, where keeping it costs that one run its replay by the older version.
  */
-export function takePatch(id: WorkflowPatchId): boolean {
-  const held = compatibleWith !== undefined && heldFor(compatibleWith, id);
+export function takePatch(id: WorkflowPatchId, options: { evenIfHeld?: boolean } = {}): boolean {
+  const held = !options.evenIfHeld && compatibleWith !== undefined && heldFor(compatibleWith, id);
   if (held && !taken.has(id) && !workflowInfo().unsafe.isReplaying) return false;
   const on = patched(id);
   if (on) taken.add(id);

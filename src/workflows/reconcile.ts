@@ -51,7 +51,7 @@ import {
   verdictJson,
   waitingQuery,
 } from '../protocol/wire.js';
-import { takePatch } from './patch.js';
+import { holds, takePatch } from './patch.js';
 
 const HOUR = 60 * 60 * 1000;
 /** Refused signals kept for the status query; older ones stay in the history. */
@@ -89,8 +89,9 @@ const MIN_STORE_RECHECK_MS = 60_000;
 /**
  * Marks runs that tell the store activity, with each verdict, the effect (whose declared `result`
  * check the worker runs before the store is touched) and the signal or Update that delivered it
- * (whose sender's Temporal identity is recorded beside `by`). Histories recorded before it
- * schedule the store activity with the verdict alone.
+ * (whose sender's Temporal identity is recorded beside `by`). Activity arguments are no command,
+ * so every run now passes them, held by `compatibleWith` or not; the patch is still asked where
+ * runs that took it recorded its marker.
  */
 export const VERDICT_CONTEXT_PATCH = 'sideeffect-verdict-context';
 /**
@@ -100,6 +101,14 @@ export const VERDICT_CONTEXT_PATCH = 'sideeffect-verdict-context';
  * before registration. Histories recorded before it never ask.
  */
 export const LATE_SEARCH_ATTRIBUTES_PATCH = 'sideeffect-reconcile-late-search-attributes';
+/**
+ * Marks runs that take a `resolve` signal naming the attempt it judges (`fence`). 0.1.0 refused
+ * the field as unknown, recording nothing, so a run held to its commands refuses it the same way
+ * (a rollback then replays it), and so does the replay of a 0.1.0 history that received one.
+ * The Update takes `fence` in every run: a rejected Update leaves no event, and an accepted one is
+ * replayed without its validator.
+ */
+export const SIGNAL_FENCE_PATCH = 'sideeffect-resolve-signal-fence';
 
 type InspectKey = (key: string) => Promise<Verdict | null>;
 type ResolveKey = (
@@ -138,6 +147,17 @@ const probeOptions = {
  */
 function resolveError(input: unknown): string | undefined {
   return resolveInputSizeError(input) ?? resolveInputError(input);
+}
+
+/**
+ * Why a `resolve` signal naming an attempt (`fence`) is refused by a run that does not take
+ * {@link SIGNAL_FENCE_PATCH} (held to 0.1's commands, or a 0.1.0 history), else undefined.
+ */
+function heldFenceError(raw: unknown, fence: number | undefined): string | undefined {
+  if (!Object.hasOwn(raw as object, 'fence') || takePatch(SIGNAL_FENCE_PATCH)) return undefined;
+  const judged =
+    fence === undefined ? '' : ` (it judges attempt ${fence}, the one this run is for)`;
+  return `unknown field(s) fence: this worker keeps runs replayable by 0.1 (compatibleWith), whose workers refuse it; send the verdict without "fence"${judged}, or through the resolve Update (sideeffect resolve)`;
 }
 
 /** Why `input` is too large to be a `resolve` payload, or undefined. */
@@ -221,6 +241,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   const store = activityNames(takePatch(namespacedActivitiesPatch));
   const waitingSince = carried?.waitingSince ?? new Date().toISOString();
   const subscribers = new Set<string>(carried?.subscribers);
+  // Named in each subscriber's `reconciled` signal, so a caller can tell it from a forged one.
+  const subscriberRuns = new Map(Object.entries(carried?.subscriberRuns ?? {}));
   const rejected: RejectedResolve[] = [...(carried?.rejected ?? [])];
   const runs = carried?.runs ?? 0;
   let state: ReconcileStatus['state'] = 'checking';
@@ -261,6 +283,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       }
       const subscription = raw as Subscription;
       subscribers.add(subscription.workflowId);
+      if (subscription.runId) subscriberRuns.set(subscription.workflowId, subscription.runId);
       knownEffect ??= subscription.effect;
       // A reconcile started by the sweeper does not know the effect; its first subscriber does.
       if (!probeFor && subscription.probe && subscription.effect)
@@ -284,7 +307,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       const oversized = resolveInputSizeError(raw);
       const error =
         resolveInputError(raw) ??
-        (oversized && takePatch(SIZE_LIMIT_PATCH) ? oversized : undefined);
+        (oversized && takePatch(SIZE_LIMIT_PATCH) ? oversized : undefined) ??
+        heldFenceError(raw, input.fence);
       if (error) refuse(raw, error);
       else if (offer)
         refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
@@ -362,7 +386,10 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       { key: searchAttributeKeys.state, value: 'waiting' },
     ]);
   }
-  setCurrentDetails(waitingDetails(key, resource, reason, input.fence));
+  // A run that refuses a fenced signal offers a template without one.
+  setCurrentDetails(
+    waitingDetails(key, resource, reason, holds(SIGNAL_FENCE_PATCH) ? undefined : input.fence),
+  );
   // Once per key episode, not again after a continue-as-new.
   if (workflowInfo().continuedFromExecutionRunId === undefined)
     metricMeter
@@ -406,12 +433,14 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
           ? { ...current.resolution, fence: input.fence }
           : current.resolution;
       try {
-        const { decided, ...verdict } = takePatch(VERDICT_CONTEXT_PATCH)
-          ? await store.resolveKey(key, judged, {
-              ...(knownEffect === undefined ? {} : { effect: knownEffect }),
-              ...current.delivery,
-            })
-          : await store.resolveKey(key, judged);
+        // Asked where runs that took it recorded its marker, so their histories replay; the
+        // context goes to the activity in every run, since activity arguments are no command:
+        // a run held to 0.1's commands has the result checked and the sender recorded too.
+        takePatch(VERDICT_CONTEXT_PATCH);
+        const { decided, ...verdict } = await store.resolveKey(key, judged, {
+          ...(knownEffect === undefined ? {} : { effect: knownEffect }),
+          ...current.delivery,
+        });
         resolution = decided
           ? { key, ...verdict, ...describe(current) }
           : { key, ...verdict, reason: 'already decided in the store', decidedBy: 'store' };
@@ -477,6 +506,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       runs: runs + 1,
       ...(probeFor ? { probe: { ...probeFor, done: probed } } : {}),
       ...(knownEffect === undefined ? {} : { effect: knownEffect }),
+      ...(subscriberRuns.size === 0 ? {} : { subscriberRuns: Object.fromEntries(subscriberRuns) }),
     };
     await continueAsNew<typeof ReconcileWorkflow>({ ...input, carried: next });
   }
@@ -489,7 +519,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     `Resolved: ${resolution.applied ? 'applied' : 'not applied'} (${resolution.reason}).`,
   );
   recordResolution(decidedBy, resolution.applied, waitingSince);
-  await notifySubscribers(key, resolution, subscribers);
+  await notifySubscribers(key, resolution, subscribers, subscriberRuns);
   await condition(allHandlersFinished);
   return resolution;
 }
@@ -640,6 +670,7 @@ async function notifySubscribers(
   key: string,
   resolution: ReconcileResolution,
   subscribers: Set<string>,
+  runs: ReadonlyMap<string, string>,
 ): Promise<void> {
   const notified = new Set<string>();
   const reconciled = resolution.applied
@@ -652,7 +683,11 @@ async function notifySubscribers(
       pending.map(async (workflowId) => {
         notified.add(workflowId);
         try {
-          await getExternalWorkflowHandle(workflowId).signal(reconciledSignal, reconciled);
+          const runId = runs.get(workflowId);
+          await getExternalWorkflowHandle(workflowId).signal(
+            reconciledSignal,
+            runId === undefined ? reconciled : { ...reconciled, runId },
+          );
         } catch (error) {
           log.warn('could not notify subscriber', {
             key,

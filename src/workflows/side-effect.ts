@@ -8,6 +8,7 @@ import {
   setHandler,
   type sleep,
   TemporalFailure,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { parseDuration } from '../protocol/duration.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
@@ -159,8 +160,11 @@ export const RECHECK_PATCH = 'sideeffect-recheck-backoff';
 /** Rechecks never space out beyond this (unless `recheckEvery` itself is longer). */
 const MAX_RECHECK_MS = 24 * 60 * 60 * 1000;
 
-/** Verdicts delivered by `reconciled` signals, by key: several waiting calls in one workflow never take each other's. */
-const verdicts = new Map<string, Verdict>();
+/**
+ * Verdicts delivered by `reconciled` signals, by key: several waiting calls in one workflow never
+ * take each other's. With the run the signal named, if any.
+ */
+const verdicts = new Map<string, Verdict & { runId?: string }>();
 let listening = false;
 
 const RECONCILED_SIGNAL_DESCRIPTION =
@@ -177,8 +181,11 @@ function listen(): void {
         log.warn('reconciled signal refused', { error });
         return;
       }
-      const { key, applied, result } = raw as Reconciled;
-      verdicts.set(key, applied ? { applied, result } : { applied });
+      const { key, applied, result, runId } = raw as Reconciled;
+      verdicts.set(key, {
+        ...(applied ? { applied, result } : { applied }),
+        ...(runId === undefined ? {} : { runId }),
+      });
     },
     { description: RECONCILED_SIGNAL_DESCRIPTION },
   );
@@ -336,7 +343,7 @@ async function awaitVerdict(
   listen();
   // A verdict left by an earlier round (say the store answered first) must not decide this one.
   verdicts.delete(request.key);
-  const delivered = (): Verdict | undefined => {
+  const delivered = (): (Verdict & { runId?: string }) | undefined => {
     const verdict = verdicts.get(request.key);
     verdicts.delete(request.key);
     return verdict;
@@ -348,8 +355,15 @@ async function awaitVerdict(
   let wait: Duration = recheckEvery;
   for (;;) {
     if (await condition(() => verdicts.has(request.key), wait)) {
-      const signalled = delivered()!;
-      if (!takePatch(RECONCILED_READS_STORE_PATCH)) return signalled;
+      const { runId, ...signalled } = delivered()!;
+      // A run held to 0.1's commands trusts, as 0.1.0 did, only a signal naming this run (as the
+      // library's reconciles do): 0.1.0 returned any, so refusing one cannot replay there, and a
+      // signal that does not name it is checked against the store all the same.
+      const readsStore =
+        runId === workflowInfo().runId
+          ? takePatch(RECONCILED_READS_STORE_PATCH)
+          : takePatch(RECONCILED_READS_STORE_PATCH, { evenIfHeld: true });
+      if (!readsStore) return signalled;
       const stored = await (storeActivities[names.inspectKey] as InspectKey)(request.key);
       if (stored) return stored;
       log.warn('reconciled signal, but the store still holds the key uncertain: still waiting', {

@@ -166,6 +166,9 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
       'reconcile-probed',
       'caller-fan-out',
       'caller-cancelled',
+      'caller-refusals',
+      'reconcile-refusals',
+      'caller-forged',
     ]);
     expect(unrestricted.map((entry) => entry.name)).toEqual(names);
   });
@@ -174,7 +177,12 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
     expect(heldPatches('0.1').sort()).toEqual(Object.keys(workflowPatches).sort());
     const taken = (histories: Recorded[]) =>
       Object.fromEntries(histories.map((entry) => [entry.name, patchesIn(entry.history)]));
-    expect(Object.values(taken(compatible)).flat()).toEqual([]);
+    const held = taken(compatible);
+    // Only the store read a signal not naming the caller's run forces, in the run that got one.
+    expect(held['caller-forged']).toEqual(['sideeffect-reconciled-reads-store']);
+    expect(
+      Object.entries(held).flatMap(([name, ids]) => (name === 'caller-forged' ? [] : ids)),
+    ).toEqual([]);
     // Without the option every scenario takes patches (so the replay below can fail), each of
     // them one the registry knows, and together every patch these scenarios reach.
     const unheld = taken(unrestricted);
@@ -188,13 +196,18 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
         'sideeffect-reconciled-reads-store',
         'sideeffect-reconcile-recheck-store',
         'sideeffect-verdict-context',
+        'sideeffect-resolve-signal-fence',
       ]),
     );
   });
 
-  it("0.1.0's workflow code replays every run made with the option", async () => {
+  it("0.1.0's workflow code replays every run made with the option, but the caller that refused a forged reconciled", async () => {
     const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
-    expect(await replayFailures(previous, compatible)).toEqual({});
+    // 0.1.0 returned whatever a well-formed `reconciled` carried; a run that refuses one cannot
+    // replay there, however it refuses (docs/versioning.md): it keeps the protection instead.
+    const failures = await replayFailures(previous, compatible);
+    expect(Object.keys(failures)).toEqual(['caller-forged']);
+    expect(failures['caller-forged']).toMatch(/sideeffect-reconciled-reads-store/);
   }, 120_000);
 
   it("0.1.0's workflow code fails the same scenarios run without the option", async () => {

@@ -7,6 +7,7 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { defineEffect } from '../../src/activities/index.js';
+import { reconciledSignal } from '../../src/protocol/wire.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import {
   type ReconcileStatus,
@@ -66,6 +67,13 @@ export const effects = {
           : { applied: true as const, result: { receipt: `r-${line + 1}` } };
       });
     },
+  }),
+  /** `order` whose verdicts must carry the receipt it returns. */
+  checkedOrder: defineEffect({
+    resource: (input: Order) => `account:${input.account}`,
+    apply: (input: Order, { key, lease }) => applyOrder(input, key, lease.resource, lease.fence),
+    result: (result: unknown) =>
+      typeof (result as { receipt?: unknown } | null)?.receipt === 'string' || 'needs a receipt',
   }),
 };
 
@@ -200,6 +208,68 @@ export async function runScenarios(
   await cancelled.cancel();
   await cancelled.result().catch(() => undefined);
   await record('caller-cancelled', cancelled);
+
+  // What this release refuses, a held run refuses too, in a way 0.1.0 replays: a result the
+  // effect's check refuses, a verdict for another attempt, and a `resolve` signal naming its
+  // attempt (0.1.0 refused the field, so a held run does; the same verdict without it, as sent
+  // to a 0.1.0 worker during a rollback, decides).
+  const refusals = await start('guarded', [
+    'checkedOrder',
+    { account: `${tag}-8`, amount: 12, fail: 'after-write' },
+    { ...activity, step: 'pay' },
+  ]);
+  const refusing = await reconcileIn(keyOf(refusals), 'waiting');
+  const { fence } = await refusing.query(statusQuery);
+  const verdict = { reason: 'the bank export lists it', by: 'ops@example.com' };
+  const refusedUpdate = async (input: Record<string, unknown>) => {
+    const refused = await refusing
+      .executeUpdate(resolveUpdate, { args: [{ ...verdict, ...input } as never] })
+      .then(() => false)
+      .catch(() => true);
+    if (!refused) throw new Error(`${JSON.stringify(input)} was not refused`);
+  };
+  await refusedUpdate({ applied: true, result: null });
+  await refusedUpdate({ applied: false, fence: (fence ?? 0) + 7 });
+  const receipt = { applied: true, result: { receipt: 'r-8' }, ...verdict };
+  await refusing.signal(resolveSignal, { ...receipt, fence } as never);
+  await sleep(1_500);
+  // Without the option the fenced signal already decided, and the run may have ended.
+  await refusing.signal(resolveSignal, receipt).catch(() => undefined);
+  const decided = (await refusals.result()) as { result: unknown };
+  if (JSON.stringify(decided.result) !== JSON.stringify({ receipt: 'r-8' }))
+    throw new Error(`the caller returned ${JSON.stringify(decided)}`);
+  await record('caller-refusals', refusals);
+  await refusing.result();
+  await record('reconcile-refusals', refusing);
+
+  // A `reconciled` signal sent by hand, while the store still says uncertain: the caller must not
+  // return it. A held caller checks it against the store too (it does not name the caller's run,
+  // as a reconcile's signal does), which 0.1.0 cannot replay: the one held scenario that does not.
+  const forged = await start('guarded', [
+    'order',
+    { account: `${tag}-9`, amount: 13, fail: 'after-write' },
+    { ...activity, step: 'pay' },
+  ]);
+  const forgedReconcile = await reconcileIn(keyOf(forged), 'waiting');
+  await waitFor('the caller to subscribe', async () =>
+    (await forgedReconcile.query(statusQuery)).subscribers.length > 0 ? true : undefined,
+  );
+  await forged.signal(reconciledSignal, {
+    key: keyOf(forged),
+    applied: true,
+    result: { receipt: 'FORGED' },
+  });
+  await sleep(1_500);
+  await forgedReconcile.signal(resolveSignal, {
+    applied: true,
+    result: { receipt: 'r-9' },
+    reason: 'the bank export lists it',
+    by: 'ops@example.com',
+  });
+  const returned = (await forged.result()) as { result: unknown };
+  if (JSON.stringify(returned.result) !== JSON.stringify({ receipt: 'r-9' }))
+    throw new Error(`the caller returned ${JSON.stringify(returned)}`);
+  await record('caller-forged', forged);
 
   return recorded;
 }

@@ -5,7 +5,12 @@
  * plugin client without the codec is refused at Worker.create.
  */
 import { fileURLToPath } from 'node:url';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  type WorkflowHandle,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
@@ -14,6 +19,7 @@ import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
   reconcileWorkflowId,
+  resolveUpdate,
   type SideEffectOutcome,
   statusQuery,
 } from '../../src/workflows/index.js';
@@ -21,7 +27,7 @@ import { runCli } from '../support/cli.js';
 import { dataConverter, ENCRYPTED } from '../support/encryption-codec.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
-import { testBundle, waitFor } from './harness.js';
+import { testBundle, WORKFLOWS_PATH, waitFor } from './harness.js';
 
 const CONVERTER_MODULE = fileURLToPath(new URL('../support/encryption-codec.ts', import.meta.url));
 const CARD = '4111111111111111';
@@ -51,6 +57,24 @@ const lost = defineEffect({
     throw new Error('connection reset after the charge');
   },
 });
+
+/** Fails as an uncertain apply, saying what a gateway says: the card it was given. */
+const leaky = defineEffect({
+  resource: () => 'codec-leaky',
+  // Answers no reason of its own: the refusal then describes the result, without quoting it.
+  result: (result: unknown) =>
+    typeof (result as { chargeId?: unknown } | null)?.chargeId === 'number',
+  async apply(input: { card: string; cents: number }): Promise<{ chargeId: number }> {
+    throw new Error(`gateway timeout charging card ${input.card}: insufficient funds?`);
+  },
+});
+
+/** The history as text, payload bytes included, to search for plain text anywhere in it. */
+function asText(events: unknown): string {
+  return JSON.stringify(events, (_, value) =>
+    value instanceof Uint8Array ? Buffer.from(value).toString('latin1') : value,
+  );
+}
 
 type Event = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory']>>['events']>[number];
 type StoredPayload = NonNullable<
@@ -169,6 +193,68 @@ describe('a Worker with an encryption codec', () => {
       );
     });
     expect((await store.inspect(key))?.state).toBe('done');
+  });
+
+  it('keeps apply error texts and refused verdicts out of the history in plain text', async () => {
+    const taskQueue = uniqueTaskQueue('codec-failures');
+    const store = new PgStore({ pool: db.pool, schema: db.schema });
+    const worker = await Worker.create({
+      connection: native,
+      namespace: TEMPORAL_NAMESPACE,
+      taskQueue,
+      // Bundled by the Worker, so the workflow sandbox gets the plugin's failure converter too.
+      workflowsPath: WORKFLOWS_PATH,
+      dataConverter,
+      plugins: [new SideEffectPlugin({ store, effects: { leaky }, ttlMs: 2_000, sweepEveryMs: 0 })],
+    });
+    const app = new Client({ connection, namespace: TEMPORAL_NAMESPACE, dataConverter });
+    const raw = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+    const workflowId = `${taskQueue}-order`;
+    const key = `${workflowId}/leaky`;
+    await worker.runUntil(async () => {
+      const order = await app.workflow.start('guarded', {
+        taskQueue,
+        workflowId,
+        args: ['leaky', { card: CARD, cents: 500 }],
+      });
+      const reconcile = app.workflow.getHandle(reconcileWorkflowId(key));
+      await waitFor(
+        async () =>
+          (await reconcile.query(statusQuery).catch(() => undefined))?.state === 'waiting' ||
+          undefined,
+        'the reconcile to wait',
+      );
+      // A verdict the effect's check refuses, with the card in its result.
+      await expect(
+        reconcile.executeUpdate(resolveUpdate, {
+          args: [{ applied: true, result: { card: CARD }, reason: 'seen', by: 'ops' }],
+        }),
+      ).rejects.toThrow(WorkflowUpdateFailedError);
+      const { rejected } = await reconcile.query(statusQuery);
+      expect(rejected.map((entry) => entry.error)).toEqual([
+        expect.stringMatching(/an object with field\(s\) card does not pass/),
+      ]);
+      await reconcile.executeUpdate(resolveUpdate, {
+        args: [{ applied: true, result: { chargeId: 7 }, reason: 'seen', by: 'ops' }],
+      });
+      expect(await order.result()).toMatchObject({ result: { chargeId: 7 } });
+
+      const caller = (await raw.workflow.getHandle(workflowId).fetchHistory()).events!;
+      const failed = caller.find((event) => event.activityTaskFailedEventAttributes)!
+        .activityTaskFailedEventAttributes!.failure!;
+      expect(failed.message).toBe('Encoded failure');
+      expect(failed.stackTrace).toBe('');
+      expect(encodingOf(failed.encodedAttributes)).toBe(ENCRYPTED);
+      // Moved, not lost: the app's codec reads the message back.
+      const [decoded] = await dataConverter.payloadCodecs![0]!.decode([failed.encodedAttributes!]);
+      expect(Buffer.from(decoded!.data!).toString()).toContain('insufficient funds');
+      const decided = (await raw.workflow.getHandle(reconcileWorkflowId(key)).fetchHistory())
+        .events!;
+      for (const history of [caller, decided]) {
+        expect(asText(history)).not.toContain(CARD);
+        expect(asText(history)).not.toContain('insufficient funds');
+      }
+    });
   });
 
   it('refuses a plugin client without the codec at Worker.create', async () => {

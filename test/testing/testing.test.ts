@@ -5,6 +5,7 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineEffect } from '../../src/activities/index.js';
 import { resolve, scriptEffect, TestStore, waitForReconcile } from '../../src/testing/index.js';
 import type { SideEffectOutcome } from '../../src/workflows/index.js';
 import { type Harness, startHarness, waitFor } from '../temporal/harness.js';
@@ -20,6 +21,15 @@ const effects = {
   }),
   lost: scriptEffect<Mail, { id: string }>(['uncertain', { applied: { id: 'm-2' } }]),
   bounced: scriptEffect<Mail, { id: string }>(['not applied']),
+  /** Stands in for a real effect whose verdicts must carry `{ id }`. */
+  checked: scriptEffect<Mail, { id: string }>(['uncertain'], {
+    like: defineEffect({
+      resource: (input: Mail) => `inbox:${input.to}`,
+      apply: async () => ({ id: 'real' }),
+      result: (result) =>
+        typeof (result as { id?: unknown } | null)?.id === 'string' || 'needs { id }',
+    }),
+  }),
   declined: scriptEffect<Mail, { id: string }>([
     { definiteFailure: 'MailboxFull', details: [{ quota: 10 }] },
   ]),
@@ -58,6 +68,23 @@ describe('sideeffect/testing', () => {
     expect(resolution).toMatchObject({ key, applied: false, decidedBy: 'update' });
     expect(await run.result()).toMatchObject({ outcome: 'applied', result: { id: 'm-2' } });
     expect(effects.lost.calls.map((call) => call.key)).toEqual([key, key]);
+  });
+
+  it("like: keeps the real effect's result check, so a verdict it refuses is refused", async () => {
+    const run = await h.start('guarded', ['checked', { to: 'f' }]);
+    const key = `${run.workflowId}/checked`;
+    await waitForReconcile(h.client, key);
+    await expect(
+      resolve(h.client, key, { applied: true, result: null, reason: 'seen', by: 'test' }),
+    ).rejects.toMatchObject({ cause: { message: expect.stringMatching(/needs \{ id \}/) } });
+    expect(await store.key(key)).toMatchObject({ state: 'uncertain' });
+    await resolve(h.client, key, {
+      applied: true,
+      result: { id: 'm-3' },
+      reason: 'seen',
+      by: 'test',
+    });
+    expect(await run.result()).toMatchObject({ outcome: 'reconciled', result: { id: 'm-3' } });
   });
 
   it('"not applied" and a definite failure fail the call non-retryable and free the key', async () => {
