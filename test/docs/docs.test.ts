@@ -112,6 +112,22 @@ describe('the docs', () => {
     expect(installs.join('\n')).toMatch(/^npm install -D @temporalio\/testing vitest$/m);
   });
 
+  it('writing-effects says when a killed attempt turns uncertain, from the defaults in the code', () => {
+    const page = readFileSync(path.join(REPO_ROOT, 'docs/writing-effects.md'), 'utf8');
+    const source = (file: string) => readFileSync(path.join(REPO_ROOT, 'src', file), 'utf8');
+    // Each default the formula uses, as the page states it and as the code sets it.
+    expect(page).toContain('`heartbeatTimeout` 1 minute');
+    expect(source('workflows/side-effect.ts')).toContain("heartbeatTimeout: '1 minute'");
+    expect(page).toContain('`sweepEveryMs` 60 s');
+    expect(source('worker/plugin.ts')).toContain('sweepEveryMs ?? 60_000');
+    expect(page).toContain('± 20 %');
+    expect(source('worker/sweeper.ts')).toContain('const JITTER = 0.2;');
+    expect(page).toContain('at most `ttlMs / 3` before the kill');
+    expect(source('worker/lifecycle.ts')).toContain('Math.floor(ttlMs / 3)');
+    expect(page).toMatch(/kill \+ heartbeatTimeout \+ 1 s − \(0 to ttlMs\/3\)/);
+    expect(page).toMatch(/at most kill \+ ttlMs \+ 1\.2 × sweepEveryMs/);
+  });
+
   it('getting-started shows the search-attribute command the worker would print', () => {
     const sh = codeBlocks('docs/getting-started.md', 'sh')
       .map((block) => block.code)
