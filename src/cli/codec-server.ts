@@ -264,7 +264,7 @@ async function handle(
   const refuse = (error: CodecRequestError) => {
     // Never the URL as sent: its path may carry the token.
     options.log(
-      `codec server: ${request.method} …/${lastSegment(request.url ?? '')} refused (${error.status} ${error.code}): ${maskConnectionString(error.message)}`,
+      `codec server: ${request.method} …/${endpoint(request.url ?? '') ?? '(another path)'} refused (${error.status} ${error.code}): ${maskConnectionString(error.message)}`,
     );
     send(
       error.status,
@@ -375,10 +375,6 @@ function authorize(request: IncomingMessage, token: Buffer | undefined): void {
       ? 'this codec server needs its token: send Authorization: Bearer <token> (temporal --codec-auth "Bearer <token>"), or use http://host:port/<token> as the codec endpoint'
       : "the token does not match the codec server's (--token-file or SIDEEFFECT_CODEC_TOKEN)",
   );
-}
-
-function lastSegment(url: string): string {
-  return url.split('?')[0]!.split('/').at(-1) ?? '';
 }
 
 /** `/encode`, `/decode`, or the same under a prefix (a proxy's `/codec/decode`), query ignored. */

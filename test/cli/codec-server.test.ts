@@ -329,6 +329,8 @@ describe('sideeffect codec-server', () => {
     }
     const encoded = await curl(`${server.url}/${TOKEN}/encode`, body, ns);
     expect(encoded.status).toBe(200);
+    // A token sent as the whole path (an endpoint missing /decode) is refused and not logged.
+    expect((await curl(`${server.url}/${TOKEN}`, body, ns)).status).toBe(401);
     // The log says what was refused, never the token (the UI's URL carries it).
     expect(lines.join('\n')).toMatch(/POST …\/decode refused \(401 UNAUTHORIZED\)/);
     expect(lines.join('\n')).not.toContain(TOKEN.slice(1));
