@@ -1,7 +1,7 @@
-import { parseArgs } from 'node:util';
 import type { KeyState } from '../core/types.js';
 import { parseDuration } from '../protocol/duration.js';
 import type { RoleKind } from '../store/postgres/grants.js';
+import { isLoopback } from './codec-server.js';
 import type { ResourceSelection } from './resolve-batch.js';
 import { HELP, UsageError } from './usage.js';
 
@@ -54,6 +54,12 @@ export type Command =
       port: number;
       /** Browser origins allowed by CORS: the Temporal UI's. */
       corsOrigins: string[];
+      /** File holding the token every request must carry (`--token-file`); else `SIDEEFFECT_CODEC_TOKEN`. */
+      tokenFile?: string;
+      /** Serve without a token: only on a loopback `host`. */
+      insecureNoAuth: boolean;
+      maxConcurrent?: number;
+      maxInFlightBytes?: number;
     }
   | { name: 'purge'; json: boolean; olderThanMs: number; force: boolean; yes: boolean };
 
@@ -72,12 +78,80 @@ export interface GlobalOptions {
   profile?: string;
 }
 
-const GLOBAL = ['json', 'output', 'connection', 'schema', 'address', 'namespace', 'profile'];
+/**
+ * Every option any command takes, with temporal's short flags where they mean the same (`-o`,
+ * `-n`). One table, parsed once, so global options may stand anywhere, before the command too.
+ */
+const SPEC = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' },
+  'print-sql': { type: 'boolean' },
+  'print-grants': { type: 'string' },
+  kind: { type: 'string' },
+  state: { type: 'string' },
+  limit: { type: 'string' },
+  applied: { type: 'boolean' },
+  'not-applied': { type: 'boolean' },
+  reason: { type: 'string' },
+  result: { type: 'string' },
+  by: { type: 'string' },
+  fence: { type: 'string' },
+  wait: { type: 'string' },
+  'older-than': { type: 'string' },
+  'newer-than': { type: 'string' },
+  resource: { type: 'string' },
+  'from-file': { type: 'string' },
+  'dry-run': { type: 'boolean' },
+  force: { type: 'boolean' },
+  yes: { type: 'boolean', short: 'y' },
+  'data-converter': { type: 'string' },
+  host: { type: 'string' },
+  port: { type: 'string' },
+  'cors-origin': { type: 'string', multiple: true },
+  'token-file': { type: 'string' },
+  'insecure-no-auth': { type: 'boolean' },
+  'max-concurrent': { type: 'string' },
+  'max-inflight-mb': { type: 'string' },
+  status: { type: 'boolean' },
+  connection: { type: 'string' },
+  schema: { type: 'string' },
+  address: { type: 'string' },
+  namespace: { type: 'string', short: 'n' },
+  profile: { type: 'string' },
+  output: { type: 'string', short: 'o' },
+} as const satisfies Record<
+  string,
+  { type: 'string' | 'boolean'; short?: string; multiple?: boolean }
+>;
+
+type Spec = typeof SPEC;
+/** What the command line said, option by option (`cors-origin` may repeat). */
+type Values = {
+  -readonly [K in keyof Spec]?: Spec[K]['type'] extends 'boolean'
+    ? boolean
+    : Spec[K] extends { multiple: true }
+      ? string[]
+      : string;
+};
+
+const GLOBAL = [
+  'json',
+  'output',
+  'connection',
+  'schema',
+  'address',
+  'namespace',
+  'profile',
+  'help',
+];
 const OUTPUTS: readonly Output[] = ['text', 'json', 'jsonl'];
 const STATES: readonly KeyState[] = ['free', 'held', 'applying', 'done', 'uncertain'];
 const OPTIONS: Record<string, string[]> = {
   migrate: ['print-sql', 'print-grants', 'kind', 'status', 'dry-run'],
   list: ['state', 'limit'],
+  show: [],
+  stats: [],
   resolve: [
     'applied',
     'not-applied',
@@ -94,34 +168,17 @@ const OPTIONS: Record<string, string[]> = {
     'data-converter',
   ],
   purge: ['older-than', 'force', 'yes'],
-  'codec-server': ['data-converter', 'host', 'port', 'cors-origin'],
+  'codec-server': [
+    'data-converter',
+    'host',
+    'port',
+    'cors-origin',
+    'token-file',
+    'insecure-no-auth',
+    'max-concurrent',
+    'max-inflight-mb',
+  ],
 };
-const VALUED = new Set([
-  '--print-grants',
-  '--kind',
-  '--state',
-  '--limit',
-  '--reason',
-  '--result',
-  '--by',
-  '--fence',
-  '--wait',
-  '--older-than',
-  '--newer-than',
-  '--resource',
-  '--from-file',
-  '--data-converter',
-  '--host',
-  '--port',
-  '--cors-origin',
-  '--connection',
-  '--schema',
-  '--address',
-  '--namespace',
-  '--profile',
-  '--output',
-  '-o',
-]);
 /** Long enough for a busy worker to take the Update, short enough that a person is not left hanging. */
 const DEFAULT_RESOLVE_WAIT_MS = 30_000;
 /** The port Temporal's own codec server samples use. */
@@ -134,33 +191,96 @@ export function parseCommand(argv: string[], user = 'cli'): Command {
   return parseInvocation(argv, user).command;
 }
 
-/** The command and the options every command takes. */
+/** The command and the options every command takes, which may stand anywhere on the line. */
 export function parseInvocation(
   argv: string[],
   user = 'cli',
 ): { command: Command; options: GlobalOptions } {
-  const [name, ...rest] = argv;
+  const { values, positionals, unknown, problems } = parse(argv);
   const plain: GlobalOptions = { output: 'text' };
-  if (!name || name === '--help' || name === '-h' || name === 'help')
-    return { command: { name: 'help', topic: 'main' }, options: plain };
-  if (name === '--version' || name === '-v' || name === 'version')
+  const [first, ...rest] = positionals;
+  if (unknown.length > 0) {
+    // Options may precede the command, and an unknown one's value reads as a positional.
+    const guess = positionals.find((word) => Object.hasOwn(OPTIONS, word));
+    const known = guess ? [...GLOBAL, ...OPTIONS[guess]!] : Object.keys(SPEC);
+    const option = unknown[0]!;
+    const bare = option.replace(/^-+/, '').split('=')[0]!;
+    throw new UsageError(
+      `unknown option ${option}${didYouMean(bare, known, '--')}`,
+      HELP[guess ?? 'main']!,
+    );
+  }
+  const name = first === 'help' ? undefined : first;
+  if (name !== undefined && !Object.hasOwn(OPTIONS, name) && name !== 'version')
+    throw new UsageError(`unknown command "${name}"${didYouMean(name, COMMANDS, '')}`, HELP.main!);
+  const help = HELP[name ?? 'main'] ?? HELP.main!;
+  if (problems.length > 0) throw new UsageError(problems[0]!, help);
+  if (first === 'help') {
+    // `sideeffect help resolve`: that command's usage.
+    const [topic, ...extra] = rest;
+    if (topic !== undefined && !Object.hasOwn(OPTIONS, topic))
+      throw new UsageError(
+        `unknown command "${topic}"${didYouMean(topic, COMMANDS, '')}`,
+        HELP.main!,
+      );
+    if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`, HELP.main!);
+    return { command: { name: 'help', topic: topic ?? 'main' }, options: plain };
+  }
+  if (values.help) return { command: { name: 'help', topic: name ?? 'main' }, options: plain };
+  if (name === 'version' || (name === undefined && values.version))
     return { command: { name: 'version' }, options: plain };
-  const help = HELP[name];
-  if (!help || name === 'main') throw new UsageError(`unknown command "${name}"`, HELP.main!);
-  const { values, positionals } = parse(rest, help);
-  if (values.help) return { command: { name: 'help', topic: name }, options: plain };
+  if (name === undefined) {
+    const given = Object.keys(values);
+    if (given.length === 0) return { command: { name: 'help', topic: 'main' }, options: plain };
+    throw new UsageError(`--${given[0]} needs a command: sideeffect <command> [options]`, help);
+  }
   const stray = Object.keys(values).find(
     (option) => !GLOBAL.includes(option) && !(OPTIONS[name] ?? []).includes(option),
   );
   if (stray) throw new UsageError(`${name} does not take --${stray}`, help);
   const options = globalOptions(values, help);
   return {
-    command: command(name, values, positionals, options.output !== 'text', user, help),
+    command: command(name, values, rest, options.output !== 'text', user, help),
     options,
   };
 }
 
-function globalOptions(values: ReturnType<typeof parse>['values'], help: string): GlobalOptions {
+const COMMANDS = Object.keys(OPTIONS).concat('help', 'version');
+
+/**
+ * `; did you mean --fence?` for the closest known name: a typo (at most two edits, a swap of
+ * neighbours counting one) or the start of a name (`--dry` for `--dry-run`); else nothing.
+ */
+export function didYouMean(given: string, known: readonly string[], prefix: string): string {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const name of known) {
+    const distance = name.startsWith(given) && given.length >= 2 ? 1 : editDistance(given, name);
+    if (distance < bestDistance) [best, bestDistance] = [name, distance];
+  }
+  return best !== undefined && bestDistance <= Math.min(2, Math.max(1, given.length - 2))
+    ? `; did you mean ${prefix}${best}?`
+    : '';
+}
+
+/** Optimal string alignment distance: insertions, deletions, substitutions, adjacent swaps. */
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        best = Math.min(best, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = best;
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+function globalOptions(values: Values, help: string): GlobalOptions {
   const output = (values.output ?? (values.json ? 'json' : 'text')) as Output;
   if (!OUTPUTS.includes(output))
     throw new UsageError(`-o/--output must be one of ${OUTPUTS.join(', ')}`, help);
@@ -178,7 +298,7 @@ function globalOptions(values: ReturnType<typeof parse>['values'], help: string)
 
 function command(
   name: string,
-  values: ReturnType<typeof parse>['values'],
+  values: Values,
   positionals: string[],
   json: boolean,
   user: string,
@@ -295,6 +415,18 @@ function command(
         throw new UsageError('--port must be a port number (0 picks a free one)', help);
       const host = values.host ?? '127.0.0.1';
       if (!host.trim()) throw new UsageError('--host needs an address', help);
+      const tokenFile = values['token-file'];
+      if (tokenFile === '') throw new UsageError('--token-file needs a file name', help);
+      const insecureNoAuth = values['insecure-no-auth'] === true;
+      if (insecureNoAuth && tokenFile !== undefined)
+        throw new UsageError('give --token-file or --insecure-no-auth, not both', help);
+      if (insecureNoAuth && !isLoopback(host))
+        throw new UsageError(
+          `--insecure-no-auth only goes with a loopback --host (127.0.0.1, ::1, localhost), not ${host}: anyone who reaches ${host} could decrypt your payloads; give --token-file`,
+          help,
+        );
+      const maxConcurrent = positive(values['max-concurrent'], 'max-concurrent', help);
+      const maxMb = positive(values['max-inflight-mb'], 'max-inflight-mb', help);
       return {
         name,
         json,
@@ -304,6 +436,10 @@ function command(
         corsOrigins: (values['cors-origin'] ?? DEFAULT_CORS_ORIGINS).map((origin) =>
           corsOrigin(origin, help),
         ),
+        ...(tokenFile === undefined ? {} : { tokenFile }),
+        insecureNoAuth,
+        ...(maxConcurrent === undefined ? {} : { maxConcurrent }),
+        ...(maxMb === undefined ? {} : { maxInFlightBytes: maxMb * 1024 * 1024 }),
       };
     }
     case 'purge': {
@@ -341,11 +477,17 @@ function corsOrigin(value: string, help: string): string {
   return origin;
 }
 
+/** A positive integer option, or undefined when not given. */
+function positive(value: string | undefined, option: string, help: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(`--${option} must be a positive integer`, help);
+  return n;
+}
+
 /** `migrate --print-grants ROLE --kind KIND`: both or neither. */
-function grants(
-  values: ReturnType<typeof parse>['values'],
-  help: string,
-): { printGrants?: { role: string; kind: RoleKind } } {
+function grants(values: Values, help: string): { printGrants?: { role: string; kind: RoleKind } } {
   const role = values['print-grants'];
   const kind = values.kind;
   if (role === undefined && kind === undefined) return {};
@@ -370,7 +512,7 @@ function duration(value: unknown, option: string, help: string): number {
 
 /** `resolve --resource R ...` or `resolve --from-file F`: one verdict for many keys, or one per line. */
 function parseBatch(
-  values: ReturnType<typeof parse>['values'],
+  values: Values,
   json: boolean,
   user: string,
   help: string,
@@ -434,51 +576,74 @@ function parseBatch(
   };
 }
 
-function parse(args: string[], help: string) {
-  try {
-    return parseArgs({
-      // `--limit -1` must reach our own check ("must be a positive integer"), not read as an option.
-      args: args.map((arg, i) =>
-        /^-\d/.test(arg) && VALUED.has(args[i - 1] ?? '') ? ` ${arg}` : arg,
-      ),
-      allowPositionals: true,
-      strict: true,
-      options: {
-        json: { type: 'boolean' },
-        'print-sql': { type: 'boolean' },
-        'print-grants': { type: 'string' },
-        kind: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-        state: { type: 'string' },
-        limit: { type: 'string' },
-        applied: { type: 'boolean' },
-        'not-applied': { type: 'boolean' },
-        reason: { type: 'string' },
-        result: { type: 'string' },
-        by: { type: 'string' },
-        fence: { type: 'string' },
-        wait: { type: 'string' },
-        'older-than': { type: 'string' },
-        'newer-than': { type: 'string' },
-        resource: { type: 'string' },
-        'from-file': { type: 'string' },
-        'dry-run': { type: 'boolean' },
-        force: { type: 'boolean' },
-        yes: { type: 'boolean', short: 'y' },
-        'data-converter': { type: 'string' },
-        host: { type: 'string' },
-        port: { type: 'string' },
-        'cors-origin': { type: 'string', multiple: true },
-        status: { type: 'boolean' },
-        connection: { type: 'string' },
-        schema: { type: 'string' },
-        address: { type: 'string' },
-        namespace: { type: 'string' },
-        profile: { type: 'string' },
-        output: { type: 'string', short: 'o' },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, help);
+const SHORT = new Map(
+  Object.entries(SPEC).flatMap(([name, spec]) =>
+    'short' in spec ? [[spec.short as string, name as keyof Spec] as const] : [],
+  ),
+);
+
+/**
+ * Reads the whole line against {@link SPEC}: options anywhere, `--name value`, `--name=value`,
+ * `-o json`, `-ojson`, `--` ending the options. Unknown options are collected, not thrown, so the
+ * message can suggest a name the command takes. A value is never taken from a `--option` (a
+ * forgotten value is reported as such) but may start with one dash (`--limit -1`, refused by the
+ * option's own check).
+ */
+function parse(argv: string[]): {
+  values: Values;
+  positionals: string[];
+  unknown: string[];
+  problems: string[];
+} {
+  const values: Record<string, string | boolean | string[]> = {};
+  const positionals: string[] = [];
+  const unknown: string[] = [];
+  const problems: string[] = [];
+  const set = (
+    name: keyof Spec,
+    shown: string,
+    inline: string | undefined,
+    next: () => string | undefined,
+  ) => {
+    const spec: { type: string; multiple?: boolean } = SPEC[name];
+    if (spec.type === 'boolean') {
+      if (inline !== undefined) problems.push(`${shown} takes no value`);
+      values[name] = true;
+      return;
+    }
+    const value = inline ?? next();
+    if (value === undefined) {
+      problems.push(`${shown} needs a value`);
+      return;
+    }
+    values[name] = spec.multiple
+      ? [...((values[name] as string[] | undefined) ?? []), value]
+      : value;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const next = () => {
+      const candidate = argv[i + 1];
+      if (candidate === undefined || candidate.startsWith('--')) return undefined;
+      i++;
+      return candidate;
+    };
+    if (arg === '--') {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (arg.startsWith('--')) {
+      const [flag, ...inline] = arg.slice(2).split('=');
+      if (!Object.hasOwn(SPEC, flag!)) unknown.push(`--${flag}`);
+      else set(flag as keyof Spec, `--${flag}`, inline.length ? inline.join('=') : undefined, next);
+    } else if (arg.startsWith('-') && arg.length > 1) {
+      const name = SHORT.get(arg[1]!);
+      if (name === undefined) unknown.push(arg.slice(0, 2));
+      else if (SPEC[name].type === 'string')
+        set(name, `-${arg[1]}`, arg.length > 2 ? arg.slice(2).replace(/^=/, '') : undefined, next);
+      else if (arg.length > 2) unknown.push(arg);
+      else set(name, arg, undefined, next);
+    } else positionals.push(arg);
   }
+  return { values: values as Values, positionals, unknown, problems };
 }

@@ -21,7 +21,7 @@ import {
 import { quoteSchema } from '../store/postgres/sql.js';
 import { type ClusterOptions, type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, type GlobalOptions, type Output, parseInvocation } from './args.js';
-import { type CodecServer, startCodecServer } from './codec-server.js';
+import { type CodecServer, startCodecServer, tokenProblem } from './codec-server.js';
 import { loadDataConverter } from './data-converter.js';
 import { printKey, printList, printStats } from './format.js';
 import { resolveKey } from './resolve.js';
@@ -45,6 +45,8 @@ export interface CliEnvironment {
   ) => ClusterSettings;
   /** Module of the app's data converter (`SIDEEFFECT_DATA_CONVERTER`); `--data-converter` wins. */
   dataConverterPath?: string;
+  /** The codec server's token (`SIDEEFFECT_CODEC_TOKEN`); `--token-file` wins. */
+  codecToken?: string;
 }
 
 export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
@@ -53,6 +55,7 @@ export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironmen
     schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
     temporal: (overrides) => clusterSettings({ env, ...definedOnly(overrides) }),
     ...(env.SIDEEFFECT_DATA_CONVERTER ? { dataConverterPath: env.SIDEEFFECT_DATA_CONVERTER } : {}),
+    ...(env.SIDEEFFECT_CODEC_TOKEN !== undefined ? { codecToken: env.SIDEEFFECT_CODEC_TOKEN } : {}),
   };
 }
 
@@ -428,6 +431,37 @@ async function serveCodec(
   env: CliEnvironment,
   fail: Fail,
 ): Promise<number> {
+  let token: string | undefined;
+  let tokenFrom = '';
+  if (command.tokenFile !== undefined) {
+    try {
+      token = readFileSync(command.tokenFile, 'utf8').trim();
+    } catch (error) {
+      return fail(
+        'USAGE',
+        `cannot read --token-file ${command.tokenFile}: ${(error as Error).message}`,
+        EXIT.usage,
+      );
+    }
+    tokenFrom = `--token-file ${command.tokenFile}`;
+  } else if (env.codecToken !== undefined) {
+    token = env.codecToken.trim();
+    tokenFrom = 'SIDEEFFECT_CODEC_TOKEN';
+  }
+  if (token !== undefined && command.insecureNoAuth)
+    return fail(
+      'USAGE',
+      '--insecure-no-auth, yet SIDEEFFECT_CODEC_TOKEN is set: unset it or drop --insecure-no-auth',
+      EXIT.usage,
+    );
+  if (token === undefined && !command.insecureNoAuth)
+    return fail(
+      'USAGE',
+      'codec-server needs a token, since it decrypts for whoever calls it: --token-file PATH (make one with `openssl rand -hex 32 > codec.token`) or SIDEEFFECT_CODEC_TOKEN; only on 127.0.0.1, --insecure-no-auth serves every local process without one',
+      EXIT.usage,
+    );
+  const problem = token === undefined ? undefined : tokenProblem(token);
+  if (problem) return fail('USAGE', `${tokenFrom}: ${problem}`, EXIT.usage);
   const modulePath = command.dataConverter ?? env.dataConverterPath;
   if (!modulePath)
     return fail(
@@ -455,7 +489,10 @@ async function serveCodec(
       host: command.host,
       port: command.port,
       corsOrigins: command.corsOrigins,
+      ...(token === undefined ? { insecureNoAuth: true } : { token }),
       ...(options.namespace ? { namespace: options.namespace } : {}),
+      ...(command.maxConcurrent ? { maxConcurrent: command.maxConcurrent } : {}),
+      ...(command.maxInFlightBytes ? { maxInFlightBytes: command.maxInFlightBytes } : {}),
       log: io.err,
     });
   } catch (error) {
@@ -467,22 +504,34 @@ async function serveCodec(
   }
   const { url } = server;
   const print = printer(options.output, io.out);
+  // The token itself is never printed: the lines say where to take it from.
+  const secret =
+    token === undefined
+      ? undefined
+      : command.tokenFile !== undefined
+        ? `$(cat ${command.tokenFile})`
+        : '$SIDEEFFECT_CODEC_TOKEN';
+  const uiEndpoint = secret === undefined ? url : `${url}/${secret}`;
   print(
     [
       `codec server on ${url}: ${codecs.length} payload codec(s) from ${modulePath}`,
       `  POST ${url}/encode and ${url}/decode; browser origins allowed: ${command.corsOrigins.join(', ')}${options.namespace ? `; namespace ${options.namespace} only` : ''}`,
+      token === undefined
+        ? `  WARNING: --insecure-no-auth: every process on this machine can decrypt through it`
+        : `  every request needs the token (${tokenFrom}): Authorization: Bearer <token>, or the URL ${url}/<token>`,
       'Point the Temporal UI at it, one of:',
-      `  temporal server start-dev --ui-codec-endpoint ${url}`,
-      `  a UI server: TEMPORAL_CODEC_ENDPOINT=${url} (or codec.endpoint in its config)`,
-      `  this browser only: the UI's Codec Server icon (top bar) -> browser endpoint ${url},`,
+      `  temporal server start-dev --ui-codec-endpoint "${uiEndpoint}"`,
+      `  a UI server: TEMPORAL_CODEC_ENDPOINT="${uiEndpoint}" (or codec.endpoint in its config)`,
+      `  this browser only: the UI's Codec Server icon (top bar) -> browser endpoint ${url}${secret === undefined ? '' : '/<token>'},`,
       '    "Use my browser setting and ignore Cluster-level setting"',
-      `The temporal CLI: temporal workflow show --codec-endpoint ${url} -w <workflow id>`,
+      `The temporal CLI: temporal workflow show --codec-endpoint ${url}${secret === undefined ? '' : ` --codec-auth "Bearer ${secret}"`} -w <workflow id>`,
       'Stop with Ctrl-C.',
     ].join('\n'),
     {
       url,
       codecs: codecs.length,
       corsOrigins: command.corsOrigins,
+      auth: token === undefined ? 'none' : 'token',
       ...(options.namespace ? { namespace: options.namespace } : {}),
     },
   );

@@ -15,7 +15,8 @@ export const EXIT = { ok: 0, refused: 1, usage: 2, unavailable: 3 } as const;
 export const HELP: Record<string, string> = {
   main: `sideeffect — inspect and resolve at-most-once side effects
 
-Usage: sideeffect <command> [options]
+Usage: sideeffect [options] <command> [options]
+       sideeffect help <command>    (or sideeffect <command> --help): that command's usage
 
 Commands:
   migrate [--status|--dry-run|--print-sql]
@@ -32,21 +33,21 @@ Commands:
   stats                        uncertain backlog, who decides and how fast, from the store
   purge --older-than 30d [--yes] [--force]
                                delete done keys past retention (never uncertain keys or fences)
-  codec-server --data-converter PATH [--port N] [--cors-origin URL]
+  codec-server --data-converter PATH --token-file PATH [--port N] [--cors-origin URL]
                                your payload codecs as a codec server, so the Temporal UI shows
                                encrypted payloads and encodes the verdicts you send from it
 
-Options everywhere:
+Options everywhere (before or after the command):
   -o, --output text|json|jsonl  text for people (default); json one document; jsonl one object a
                                 line. --json is -o json. Times are ISO-8601; errors in JSON are
                                 {"error": {"code", "message"}}
   --connection URL   Postgres; default DATABASE_URL, else the PG* variables (PGHOST, PGPORT,
                      PGUSER, PGPASSWORD, PGDATABASE, with pg's defaults), as a worker reads them
   --schema NAME      the store's schema; default SIDEEFFECT_SCHEMA, else sideeffect
-  --address, --namespace, --profile   Temporal, as the temporal CLI takes them; default
+  --address, -n/--namespace, --profile   Temporal, as the temporal CLI takes them; default
                      TEMPORAL_ADDRESS (else 127.0.0.1:7233), TEMPORAL_NAMESPACE (else default),
                      TEMPORAL_PROFILE, with TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_CONFIG_FILE
-  --help; sideeffect --version prints the version
+  -h, --help; sideeffect --version prints the version
 SIDEEFFECT_DATA_CONVERTER (or --data-converter PATH on resolve and codec-server): a module
   exporting your dataConverter (e.g. an encryption codec), used for everything sent to and read
   from Temporal
@@ -67,13 +68,13 @@ Idempotent; several workers may run it at once.
   --print-grants ROLE --kind runtime|operator|readonly
                 print, without connecting, the GRANT statements that give an existing role
                 what its kind needs (docs/database-roles.md); run them as the schema's owner`,
-  list: `Usage: sideeffect list [--state free|held|applying|done|uncertain] [--limit N] [--json]
+  list: `Usage: sideeffect list [--state free|held|applying|done|uncertain] [--limit N] [-o json]
 
 Lists keys, newest change first (default limit 50).`,
-  show: `Usage: sideeffect show <key> [--json]
+  show: `Usage: sideeffect show <key> [-o json]
 
 Shows a key's state, fence, result, reason and every transition with who made it and why.`,
-  resolve: `Usage: sideeffect resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N] [--wait D] [--json]
+  resolve: `Usage: sideeffect resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N] [--wait D] [-o json]
 
 Decides an uncertain key after you checked the downstream.
   --applied       it took effect; --result (required) is the JSON the workflow will get,
@@ -98,8 +99,8 @@ The first resolution wins: if someone resolved the key first, you are told so (e
                   read). Also for the batch forms below
 
 Usage: sideeffect resolve --resource R --applied|--not-applied --reason TEXT
-                          [--older-than D] [--newer-than D] [--by NAME] [--dry-run] [--json]
-       sideeffect resolve --from-file verdicts.jsonl [--by NAME] [--dry-run] [--json]
+                          [--older-than D] [--newer-than D] [--by NAME] [--dry-run] [-o json]
+       sideeffect resolve --from-file verdicts.jsonl [--by NAME] [--dry-run] [-o json]
 
 Decides many keys after an outage, each through its ReconcileWorkflow when one runs.
   --resource R      every key uncertain on R now; --older-than/--newer-than (30d, 1h30m, 45s)
@@ -113,12 +114,13 @@ Decides many keys after an outage, each through its ReconcileWorkflow when one r
 Prints decided / already decided / refused / failed. Exit 0 when every verdict was recorded,
 1 when some key was already decided or refused, 3 when some could not be sent (run it again:
 decided keys then report "already decided").`,
-  stats: `Usage: sideeffect stats [--json]
+  stats: `Usage: sideeffect stats [-o json]
 
 From the store: uncertain keys now and the oldest one's age, keys by state, uncertain episodes,
 and for resolved ones who decided (probe:<effect>, cli:<user>, a person), which verdict and
 how long it took from uncertain to verdict.`,
-  'codec-server': `Usage: sideeffect codec-server --data-converter PATH [--port N] [--host H] [--cors-origin URL]... [--namespace NS] [--json]
+  'codec-server': `Usage: sideeffect codec-server --data-converter PATH --token-file PATH [--port N] [--host H]
+                               [--cors-origin URL]... [-n NS] [--max-concurrent N] [--max-inflight-mb N] [-o json]
 
 Serves the payload codecs of your data converter over Temporal's codec server protocol
 (POST /encode and /decode, {"payloads": [...]}), so the Temporal web UI shows what an encryption
@@ -126,18 +128,30 @@ codec wrote (a ReconcileWorkflow's key and reason) and encodes a verdict you sen
 your workers would. Runs until Ctrl-C (SIGINT) or SIGTERM.
   --data-converter PATH  a module exporting \`dataConverter\` (or a default export) with
                  payloadCodecs (default: SIDEEFFECT_DATA_CONVERTER)
+  --token-file PATH  the token every request must carry, since the server decrypts for whoever
+                 calls it (default: SIDEEFFECT_CODEC_TOKEN). 16+ characters of A-Z a-z 0-9 . _ ~ -;
+                 make one with \`openssl rand -hex 32 > codec.token\`. A request carries it as
+                 Authorization: Bearer <token> (temporal --codec-auth "Bearer <token>") or in the
+                 path: the Temporal UI's codec endpoint is http://host:port/<token>. Else 401
+  --insecure-no-auth  serve without a token: only with a loopback --host (every process on
+                 this machine can then decrypt)
   --port N       default 8888; 0 picks a free port (the printed URL says which)
-  --host H       the address to listen on, default 127.0.0.1. It decrypts for whoever can reach
-                 it and checks no credentials: keep it on this machine or behind your own auth
+  --host H       the address to listen on, default 127.0.0.1. Past this machine, put TLS in
+                 front (the token travels in every request)
   --cors-origin URL  the browser origin of the UI that may call it (repeatable); default
                  http://localhost:8233 and http://127.0.0.1:8233, the dev server's UI. Other
-                 origins are refused (403); requests without Origin (the temporal CLI) are served
-  --namespace NS serve only requests whose X-Namespace is NS
-Point the UI at the printed URL: \`temporal server start-dev --ui-codec-endpoint URL\`, a UI
-server's TEMPORAL_CODEC_ENDPOINT, or the UI's Codec Server setting (this browser only);
-the temporal CLI takes --codec-endpoint URL. Bad requests get 400 and
-{"error": {"code", "message"}} (INVALID_JSON, INVALID_REQUEST, INVALID_PAYLOAD, CODEC_FAILED).`,
-  purge: `Usage: sideeffect purge --older-than DURATION [--yes] [--force] [--json]
+                 origins are refused (403); requests without Origin need the token like any other
+  -n, --namespace NS  serve only requests whose X-Namespace is NS (one naming none is refused)
+  --max-concurrent N  requests served at once, default 16; past it 503 (try again)
+  --max-inflight-mb N  megabytes of request bodies held at once, default 32; past it 503, and
+                 a body larger than that (or 16) is refused with 413
+Point the UI at http://host:port/<token>: \`temporal server start-dev --ui-codec-endpoint URL\`,
+a UI server's TEMPORAL_CODEC_ENDPOINT, or the UI's Codec Server setting (this browser only);
+the temporal CLI takes --codec-endpoint URL --codec-auth "Bearer <token>". Refusals get a status
+and {"error": {"code", "message"}}: 401 UNAUTHORIZED, 403 ORIGIN_NOT_ALLOWED or
+NAMESPACE_NOT_SERVED, 413 TOO_LARGE, 503 BUSY, 400 INVALID_JSON, INVALID_REQUEST,
+INVALID_PAYLOAD or CODEC_FAILED.`,
+  purge: `Usage: sideeffect purge --older-than DURATION [--yes] [--force] [-o json]
 
 Deletes done keys (and their events) last changed more than DURATION ago, e.g. 30d, 1h30m,
 "2 days". Uncertain keys and resource fences are never deleted. A purged key is forgotten: a

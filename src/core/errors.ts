@@ -370,14 +370,34 @@ export class TransactionMisuseError extends SideEffectError {
 export class ActivityNameClashError extends SideEffectError {
   readonly code = 'ACTIVITY_NAME_CLASH';
   constructor(readonly names: string[]) {
+    const quoted = (list: string[]) => list.map((name) => `"${name}"`).join(', ');
+    // Each kind of name has its own fix: only an effect's name is yours to choose on our side.
+    const library = names.filter((name) => name.startsWith('sideeffect.'));
+    const legacy = names.filter((name) => LEGACY_ACTIVITY.test(name));
+    const effects = names.filter((name) => !library.includes(name) && !legacy.includes(name));
+    const fixes = [
+      ...(effects.length
+        ? [
+            `rename the effect ${quoted(effects)} (its key in the plugin's effects, which is its activity's name), so your activity keeps its name`,
+          ]
+        : []),
+      ...(library.length
+        ? [`rename your activity ${quoted(library)}: sideeffect.* names are the library's`]
+        : []),
+      ...(legacy.length
+        ? [
+            `${quoted(legacy)} ${legacy.length > 1 ? 'are' : 'is'} a 0.1.0 name, registered for 0.1.0 runs still open: drop them with legacyActivityNames: false once none is, or rename your activity`,
+          ]
+        : []),
+    ];
     super(
-      `activity name(s) ${names.map((name) => `"${name}"`).join(', ')} registered both by your worker and by sideeffect: rename yours` +
-        (names.some((name) => !name.startsWith('sideeffect.'))
-          ? ' (the 0.1.0 names can be dropped with legacyActivityNames: false once no 0.1.0 run is open)'
-          : ''),
+      `activity name(s) ${quoted(names)} registered both by your worker and by sideeffect: ${fixes.join('; ')}`,
     );
   }
 }
+
+/** The 0.1.0 activity names workers still register (see legacyActivityNames). */
+const LEGACY_ACTIVITY = /^(ensureReconcile|inspectKey|resolveKey|probe:.*)$/;
 
 /**
  * The namespace lacks the search attributes ReconcileWorkflow upserts, and the

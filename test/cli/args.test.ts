@@ -121,6 +121,7 @@ describe('sideeffect command line', () => {
       host: '127.0.0.1',
       port: 8888,
       corsOrigins: ['http://localhost:8233', 'http://127.0.0.1:8233'],
+      insecureNoAuth: false,
     });
     expect(
       parseCommand([
@@ -140,7 +141,29 @@ describe('sideeffect command line', () => {
       host: '0.0.0.0',
       port: 0,
       corsOrigins: ['https://cloud.temporal.io', 'http://ui.example:8080'],
+      insecureNoAuth: false,
     });
+    expect(
+      parseCommand([
+        'codec-server',
+        '--token-file',
+        'codec.token',
+        '--max-concurrent',
+        '4',
+        '--max-inflight-mb',
+        '8',
+      ]),
+    ).toMatchObject({
+      tokenFile: 'codec.token',
+      insecureNoAuth: false,
+      maxConcurrent: 4,
+      maxInFlightBytes: 8 * 1024 * 1024,
+    });
+    for (const host of ['127.0.0.1', '127.8.0.1', '::1', 'localhost'])
+      expect(
+        parseCommand(['codec-server', '--insecure-no-auth', '--host', host]),
+        host,
+      ).toMatchObject({ host, insecureNoAuth: true });
   });
 
   it('reads durations as the library does: 1h30m, "2 days", 45s', () => {
@@ -192,12 +215,42 @@ describe('sideeffect command line', () => {
     expect(parseCommand(['migrate', '--dry-run'])).toMatchObject({ status: false, dryRun: true });
   });
 
-  it('answers --help everywhere', () => {
+  it('answers --help everywhere, and help <command> with that command', () => {
     expect(parseCommand([])).toEqual({ name: 'help', topic: 'main' });
     expect(parseCommand(['--help'])).toEqual({ name: 'help', topic: 'main' });
+    expect(parseCommand(['help'])).toEqual({ name: 'help', topic: 'main' });
     for (const name of ['migrate', 'list', 'show', 'resolve', 'stats', 'purge', 'codec-server']) {
       expect(parseCommand([name, '--help'])).toEqual({ name: 'help', topic: name });
+      expect(parseCommand([name, '-h'])).toEqual({ name: 'help', topic: name });
+      expect(parseCommand(['help', name])).toEqual({ name: 'help', topic: name });
+      expect(parseCommand(['-n', 'prod', name, 'k', '--help'])).toEqual({
+        name: 'help',
+        topic: name,
+      });
     }
+  });
+
+  it("takes temporal's short flags and global options anywhere, before the command too", () => {
+    const expected = {
+      command: { name: 'list', json: true, limit: 50 },
+      options: { output: 'json', namespace: 'prod', schema: 'billing' },
+    };
+    expect(parseInvocation(['-n', 'prod', '--schema=billing', 'list', '-o', 'json'])).toEqual(
+      expected,
+    );
+    expect(parseInvocation(['-o', 'json', 'list', '-n', 'prod', '--schema', 'billing'])).toEqual(
+      expected,
+    );
+    expect(parseInvocation(['--namespace=prod', '-ojson', '--schema', 'billing', 'list'])).toEqual(
+      expected,
+    );
+    expect(
+      parseInvocation(['-n', 'prod', 'resolve', 'k', '--not-applied', '--reason', 'gone']),
+    ).toMatchObject({ command: { name: 'resolve', key: 'k' }, options: { namespace: 'prod' } });
+    // `--` ends the options: a key that starts with a dash.
+    expect(parseCommand(['show', '--', '-odd-key'])).toMatchObject({ key: '-odd-key' });
+    expect(parseCommand(['--version'])).toEqual({ name: 'version' });
+    expect(parseCommand(['-v'])).toEqual({ name: 'version' });
   });
 
   // What was tried, and the message a person gets back.
@@ -233,7 +286,33 @@ describe('sideeffect command line', () => {
       ['resolve', 'k', '--not-applied', '--reason', 'x', '--result', '1'],
       /--result only goes with --applied/,
     ],
-    [['resolve', 'k', '--applied', '--reason', 'x', '--colour'], /Unknown option '--colour'/],
+    [['resolve', 'k', '--applied', '--reason', 'x', '--colour'], /^unknown option --colour$/],
+    [['resolve', 'k', '--fenec', '3'], /^unknown option --fenec; did you mean --fence\?$/],
+    [
+      ['resolve', 'k', '--not-aplied'],
+      /^unknown option --not-aplied; did you mean --not-applied\?$/,
+    ],
+    [['--nmespace', 'prod', 'list'], /^unknown option --nmespace; did you mean --namespace\?$/],
+    [['list', '--dry'], /^unknown option --dry$/],
+    [['resolve', 'k', '--dry'], /^unknown option --dry; did you mean --dry-run\?$/],
+    [['list', '-x'], /^unknown option -x$/],
+    [['lst'], /^unknown command "lst"; did you mean list\?$/],
+    [['help', 'reslove'], /^unknown command "reslove"; did you mean resolve\?$/],
+    [['resolve', 'k', '--not-applied', '--reason'], /^--reason needs a value$/],
+    [['resolve', 'k', '--reason', '--not-applied'], /^--reason needs a value$/],
+    [['list', '--json=yes'], /^--json takes no value$/],
+    [['list', '-n'], /^-n needs a value$/],
+    [['-o', 'json'], /--output needs a command/],
+    [
+      ['codec-server', '--insecure-no-auth', '--host', '0.0.0.0'],
+      /--insecure-no-auth only goes with a loopback --host/,
+    ],
+    [
+      ['codec-server', '--insecure-no-auth', '--token-file', 't'],
+      /--token-file or --insecure-no-auth, not both/,
+    ],
+    [['codec-server', '--max-concurrent', '0'], /--max-concurrent must be a positive integer/],
+    [['codec-server', '--max-inflight-mb', 'lots'], /--max-inflight-mb must be a positive integer/],
     [['purge'], /--older-than must be a duration like/],
     [['resolve', '--resource', 'r', '--from-file', 'f'], /--resource or --from-file, not both/],
     [['resolve', '--resource', 'r', '--reason', 'x'], /exactly one of --applied or --not-applied/],

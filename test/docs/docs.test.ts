@@ -3,6 +3,8 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { searchAttributeNames } from '../../src/activities/search-attributes.js';
+import { searchAttributeCreateCommand } from '../../src/worker/search-attributes.js';
 import { REPO_ROOT } from '../support/temporal.js';
 import { codeBlocks, docPages } from './blocks.js';
 
@@ -93,12 +95,57 @@ describe('the docs', () => {
     expect(missing).toEqual([]);
   });
 
+  it("testing.md tests the getting-started app: its effects.ts and workflows.ts are that page's, and it says what to install", () => {
+    const started = new Map(
+      codeBlocks('docs/getting-started.md', 'ts').map((block) => [block.file, block.code]),
+    );
+    const testing = codeBlocks('docs/testing.md', 'ts').filter((block) => block.file);
+    expect(testing.map((block) => block.file)).toEqual([
+      'effects.ts',
+      'workflows.ts',
+      'checkout.test.ts',
+    ]);
+    for (const block of testing.slice(0, 2))
+      expect(block.code.replace(/^\/\/ file: /, '// '), block.file).toBe(started.get(block.file));
+    expect(testing[2]!.code).toContain("from './effects.js'");
+    const installs = codeBlocks('docs/testing.md', 'sh').map((block) => block.code);
+    expect(installs.join('\n')).toMatch(/^npm install -D @temporalio\/testing vitest$/m);
+  });
+
+  it('writing-effects says when a killed attempt turns uncertain, from the defaults in the code', () => {
+    const page = readFileSync(path.join(REPO_ROOT, 'docs/writing-effects.md'), 'utf8');
+    const source = (file: string) => readFileSync(path.join(REPO_ROOT, 'src', file), 'utf8');
+    // Each default the formula uses, as the page states it and as the code sets it.
+    expect(page).toContain('`heartbeatTimeout` 1 minute');
+    expect(source('workflows/side-effect.ts')).toContain("heartbeatTimeout: '1 minute'");
+    expect(page).toContain('`sweepEveryMs` 60 s');
+    expect(source('worker/plugin.ts')).toContain('sweepEveryMs ?? 60_000');
+    expect(page).toContain('± 20 %');
+    expect(source('worker/sweeper.ts')).toContain('const JITTER = 0.2;');
+    expect(page).toContain('at most `ttlMs / 3` before the kill');
+    expect(source('worker/lifecycle.ts')).toContain('Math.floor(ttlMs / 3)');
+    expect(page).toMatch(/kill \+ heartbeatTimeout \+ 1 s − \(0 to ttlMs\/3\)/);
+    expect(page).toMatch(/at most kill \+ ttlMs \+ 1\.2 × sweepEveryMs/);
+  });
+
+  it('getting-started shows the search-attribute command the worker would print', () => {
+    const sh = codeBlocks('docs/getting-started.md', 'sh')
+      .map((block) => block.code)
+      .join('\n');
+    expect(sh).toContain(searchAttributeCreateCommand('default', [...searchAttributeNames]));
+  });
+
   it("the README's app is the getting-started page's, file for file (so it is run end to end too)", () => {
     const started = new Map(
       codeBlocks('docs/getting-started.md', 'ts').map((block) => [block.file, block.code]),
     );
     const readme = codeBlocks('README.md', 'ts').filter((block) => started.has(block.file));
-    expect(readme.map((block) => block.file)).toEqual(['worker.ts', 'workflows.ts', 'client.ts']);
+    expect(readme.map((block) => block.file)).toEqual([
+      'effects.ts',
+      'worker.ts',
+      'workflows.ts',
+      'client.ts',
+    ]);
     for (const block of readme) expect(block.code, block.file).toBe(started.get(block.file));
   });
 });

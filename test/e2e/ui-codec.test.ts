@@ -1,7 +1,8 @@
 /**
  * A verdict from the Temporal web UI when the app encrypts its payloads. A dev server of this
  * file's own (its UI started with `--ui-codec-endpoint`) points at `sideeffect codec-server`, run
- * as a person runs it, with the AES-GCM codec of test/support/encryption-codec.ts; a worker with
+ * as a person runs it (a token file; the UI's endpoint carries the token, as docs/production.md
+ * says, and the temporal CLI sends it with --codec-auth), with the AES-GCM codec of test/support/encryption-codec.ts; a worker with
  * that codec and the plugin makes a key uncertain. In headless Chromium the person opens the
  * ReconcileWorkflow: the UI decodes its input through the codec server (the card number shows,
  * while the stored history holds only `binary/encrypted`), and the `resolve` signal typed into
@@ -16,7 +17,8 @@
  * Needs: the `temporal` CLI (its own dev server on free ports), Postgres, /usr/bin/chromium.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -63,6 +65,7 @@ import {
 
 const CONVERTER_MODULE = fileURLToPath(new URL('../support/encryption-codec.ts', import.meta.url));
 const CARD = '4111111111111111';
+const TOKEN = randomBytes(32).toString('hex');
 const exec = promisify(execFile);
 
 /** A payload and the events of `temporal workflow show -o json`, as far as the test reads them. */
@@ -144,9 +147,13 @@ describe('a verdict from the Temporal UI with an encryption codec', () => {
     const uiPort = await freePort();
     // The browser loads the UI from here: the one origin the codec server lets in.
     uiUrl = `http://localhost:${uiPort}`;
+    const tokenFile = path.join(dir, 'codec.token');
+    await writeFile(tokenFile, `${TOKEN}\n`, { mode: 0o600 });
     codec = await startCodecServer([
       '--data-converter',
       CONVERTER_MODULE,
+      '--token-file',
+      tokenFile,
       '--port',
       '0',
       '--cors-origin',
@@ -154,7 +161,10 @@ describe('a verdict from the Temporal UI with an encryption codec', () => {
       '-o',
       'jsonl',
     ]);
-    temporal = new OwnTemporal(dir, { ui: { port: uiPort, codecEndpoint: codec.url } });
+    // The UI's codec setting is a URL: the token goes in its path.
+    temporal = new OwnTemporal(dir, {
+      ui: { port: uiPort, codecEndpoint: `${codec.url}/${TOKEN}` },
+    });
     [db, , browser] = await Promise.all([
       freshSchema('ui_codec'),
       temporal.start(),
@@ -247,7 +257,9 @@ describe('a verdict from the Temporal UI with an encryption codec', () => {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     page.on('request', (request) => {
       if (request.url().startsWith(codec.url))
-        calls.push(`${request.method()} ${new URL(request.url()).pathname}`);
+        calls.push(
+          `${request.method()} ${new URL(request.url()).pathname.replace(`/${TOKEN}/`, '/<token>/')}`,
+        );
     });
     try {
       await openWorkflow(page, workflowId, ui);
@@ -299,7 +311,7 @@ describe('a verdict from the Temporal UI with an encryption codec', () => {
       'the dev server UI to answer',
       UI_TIMEOUT_MS,
     );
-    expect(settings.Codec.Endpoint).toBe(codec.url);
+    expect(settings.Codec.Endpoint).toBe(`${codec.url}/${TOKEN}`);
     expect(settings.DisableWriteActions || settings.WorkflowSignalDisabled).toBe(false);
 
     await withUncertainOrder(temporal.address, async (uncertain) => {
@@ -312,8 +324,8 @@ describe('a verdict from the Temporal UI with an encryption codec', () => {
           await screenshot(page, 'ui-codec-decoded.png');
         },
       );
-      expect(calls).toContain('POST /decode');
-      expect(calls).toContain('POST /encode');
+      expect(calls).toContain('POST /<token>/decode');
+      expect(calls).toContain('POST /<token>/encode');
       // The signal list comes from a query answered through the codec too.
       expect(listed).toMatch(/^resolve\s+Decide this uncertain key/);
       await expectDecided(uncertain);
@@ -331,6 +343,8 @@ describe('a verdict from the Temporal UI with an encryption codec', () => {
         TEMPORAL_NAMESPACE,
         '--codec-endpoint',
         codec.url,
+        '--codec-auth',
+        `Bearer ${TOKEN}`,
         '-w',
         uncertain.reconcile.workflowId,
         '-o',

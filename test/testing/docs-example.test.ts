@@ -16,7 +16,8 @@ mkdirSync(dir, { recursive: true });
 for (const [, name, code] of blocks) {
   const local = code!.replace(
     /from 'sideeffect\/(\w+)'/g,
-    (_, entry: string) => `from ${JSON.stringify(path.join(REPO_ROOT, `src/${entry}/index.ts`))}`,
+    (_, entry: string) =>
+      `from ${JSON.stringify(path.join(REPO_ROOT, `src/${entry === 'postgres' ? 'store/postgres' : entry}/index.ts`))}`,
   );
   writeFileSync(path.join(dir, name!), local);
 }

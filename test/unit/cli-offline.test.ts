@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { environment, main } from '../../src/cli/main.js';
+import { HELP } from '../../src/cli/usage.js';
 import { migrationScript } from '../../src/store/postgres/index.js';
 
 /** Commands that must answer without a database: nothing listens at this address. */
@@ -51,5 +52,43 @@ describe('sideeffect without a database', () => {
     expect(JSON.parse(json.out)).toEqual({
       error: { code: 'INVALID_SCHEMA', rule: 'too-long', message: expect.any(String) },
     });
+  });
+
+  it("help <command> and <command> --help print that command's usage", async () => {
+    for (const argv of [
+      ['help', 'resolve'],
+      ['resolve', '--help'],
+      ['-n', 'prod', 'resolve', '-h'],
+    ]) {
+      expect(await cli(argv), argv.join(' ')).toEqual({ code: 0, out: HELP.resolve, err: '' });
+    }
+    expect((await cli(['help'])).out).toBe(HELP.main);
+    const unknown = await cli(['help', 'reslove']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toMatch(/^sideeffect: unknown command "reslove"; did you mean resolve\?/);
+  });
+
+  it('a flag typo is answered in our words with the closest flag, in JSON too', async () => {
+    const typo = await cli(['resolve', 'k', '--fenec', '3', '--not-applied', '--reason', 'x']);
+    expect(typo.code).toBe(2);
+    expect(typo.err.split('\n')[0]).toBe(
+      'sideeffect: unknown option --fenec; did you mean --fence?',
+    );
+    expect(typo.err).toContain(HELP.resolve);
+    // Never Node's parseArgs text (its unbalanced quote, its advice to use "--").
+    expect(typo.err).not.toMatch(/Unknown option '|To specify a positional argument/);
+    const json = await cli(['-o', 'json', 'list', '--stat', 'done']);
+    expect(JSON.parse(json.out)).toEqual({
+      error: { code: 'USAGE', message: 'unknown option --stat; did you mean --state?' },
+    });
+  });
+
+  it('usage lines show -o json, the short flag the temporal CLI uses, never [--json]', () => {
+    for (const [topic, text] of Object.entries(HELP)) {
+      expect(text, topic).not.toContain('[--json]');
+      if (topic !== 'main' && topic !== 'migrate') expect(text, topic).toMatch(/\[-o json\]/);
+    }
+    expect(HELP.main).toMatch(/-n\/--namespace/);
+    expect(HELP.main).toMatch(/sideeffect help <command>/);
   });
 });

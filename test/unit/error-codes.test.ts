@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  ActivityNameClashError,
   hasCode,
   NotAppliedError,
   OutcomeUncertainError,
@@ -31,5 +32,23 @@ describe('error codes', () => {
     expect(hasCode(new NotAppliedError('declined'), 'NOT_APPLIED')).toBe(true);
     expect(hasCode(new Error('plain'), 'OUTCOME_UNKNOWN')).toBe(false);
     expect(hasCode({ code: 'OUTCOME_UNCERTAIN' }, 'OUTCOME_UNCERTAIN')).toBe(false);
+  });
+});
+
+describe('ACTIVITY_NAME_CLASH', () => {
+  it('tells to rename the effect for an effect name, your activity for a library name', () => {
+    const effect = new ActivityNameClashError(['chargeCard']);
+    expect(effect.message).toMatch(
+      /rename the effect "chargeCard" \(its key in the plugin's effects/,
+    );
+    expect(effect.message).not.toMatch(/rename yours/);
+    const library = new ActivityNameClashError(['sideeffect.resolveKey']);
+    expect(library.message).toMatch(
+      /rename your activity "sideeffect.resolveKey": sideeffect\.\* names are the library's/,
+    );
+    expect(library.message).not.toMatch(/rename the effect/);
+    const legacy = new ActivityNameClashError(['inspectKey', 'probe:charge']);
+    expect(legacy.message).toMatch(/legacyActivityNames: false/);
+    expect(legacy.message).not.toMatch(/rename the effect/);
   });
 });
