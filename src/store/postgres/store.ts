@@ -125,13 +125,6 @@ const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
 
 /**
- * `$2` milliseconds as an interval, with an exact-typed operand and pg_catalog's operator: an
- * untyped `$2 * interval` has no exact match in pg_catalog, so an operator another role planted on
- * the caller's search_path would match it better and run as the store's role.
- */
-const since = `($2::double precision operator(pg_catalog.*) interval '1 millisecond')`;
-
-/**
  * How many keys are uncertain and for how long the oldest has been; `sideeffect stats` asks the
  * same. Every function and operator is pg_catalog's or the store's, whatever the caller's path.
  */
