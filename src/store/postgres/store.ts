@@ -158,13 +158,6 @@ const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
 
 /**
- * `$2` milliseconds as an interval, with an exact-typed operand and pg_catalog's operator: an
- * untyped `$2 * interval` has no exact match in pg_catalog, so an operator another role planted on
- * the caller's search_path would match it better and run as the store's role.
- */
-const since = `($2::double precision operator(pg_catalog.*) interval '1 millisecond')`;
-
-/**
  * How many keys are uncertain and for how long the oldest has been; `sideeffect stats` asks the
  * same. Every function and operator is pg_catalog's or the store's, whatever the caller's path.
  */
@@ -807,11 +800,15 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       const tx = guardedClient(client, a.key, (error) => {
         ended ??= error;
       });
-      // Whatever the work sets (statement_timeout = 0), the transaction ends at its TTL.
+      // Whatever the work sets (statement_timeout = 0), the transaction ends. Postgres's own cuts
+      // (each statement and pause at the TTL) stay the bound of work that leaves them alone; this
+      // one, measured by a process that may itself be descheduled, leaves them the time to act
+      // first: a whole transaction of a few round trips on a loaded machine can outlast a TTL of
+      // tens of milliseconds without any of its statements doing so.
       deadline = armDeadline(this.#pool, {
         pid: opened.pid,
         xid: o_xid,
-        ms: ttlMs - (performance.now() - startedAt),
+        ms: ttlMs + Math.max(ttlMs, DEADLINE_GRACE_MS) - (performance.now() - startedAt),
       });
       try {
         signal?.throwIfAborted();
@@ -834,6 +831,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
         const reset = (await query(
           resetAfterWork(client, {
             baseline,
+            ttlMs,
             remainingMs: ttlMs - (performance.now() - startedAt),
             key: a.key,
             pooled,
@@ -1243,6 +1241,13 @@ function beginTransaction(
     select pg_catalog.set_config('transaction_timeout', ${ttl}, true)
      where pg_catalog.current_setting('server_version_num')::int >= 170000`;
 }
+
+/**
+ * The least a transactional holder gets past its TTL before the store's own deadline ends it
+ * (a holder that took Postgres's cuts away holds at most its TTL plus the larger of its TTL and
+ * this).
+ */
+const DEADLINE_GRACE_MS = 1_000;
 
 /** Attempts of one transactional effect at a stricter isolation before a serialization failure is its answer. */
 const SERIALIZATION_ATTEMPTS = 5;

@@ -225,7 +225,8 @@ export const POOLED_BASELINE: SessionBaseline = { settings: {}, role: null };
  * After the work, inside its transaction, before the store's own statements: every setting the
  * work changed, with SET or SET LOCAL, goes back to the baseline, the role and session user with
  * it; pending LISTENs and open cursors go too. Then the store's own transaction-local settings
- * are set again: the TTL cut with what is left of it, and the key the commit check reads. So the
+ * are set again: the TTL cuts (each statement and pause; on Postgres 17 the whole transaction,
+ * with what is left of it), and the key the commit check reads. So the
  * key is written and the transaction committed with the connection's own settings (never with
  * `synchronous_commit = off` or `session_replication_role = replica` the work chose), and a SET
  * of the work, session-level or not, ends with the transaction. One simple query.
@@ -238,14 +239,16 @@ export function resetAfterWork(
   client: pg.ClientBase,
   options: {
     baseline: SessionBaseline;
+    ttlMs: number;
     remainingMs: number;
     key: string;
     pooled: boolean;
   },
 ): string {
-  const { baseline, remainingMs, key, pooled } = options;
+  const { baseline, ttlMs, remainingMs, key, pooled } = options;
   const lit = (value: string) => client.escapeLiteral(value);
-  const ttl = lit(`${Math.max(1, Math.floor(remainingMs))}ms`);
+  const ttl = lit(`${ttlMs}ms`);
+  const remaining = lit(`${Math.max(1, Math.floor(remainingMs))}ms`);
   const parts = [
     'reset all',
     'reset session authorization',
@@ -272,7 +275,7 @@ export function resetAfterWork(
   parts.push(`select pg_catalog.set_config('statement_timeout', ${ttl}, true),
     pg_catalog.set_config('idle_in_transaction_session_timeout', ${ttl}, true),
     pg_catalog.set_config('sideeffect.transactional_key', ${lit(key)}, true)`);
-  parts.push(`select pg_catalog.set_config('transaction_timeout', ${ttl}, true)
+  parts.push(`select pg_catalog.set_config('transaction_timeout', ${remaining}, true)
     where pg_catalog.current_setting('server_version_num')::int operator(pg_catalog.>=) 170000`);
   return parts.join(';\n');
 }
