@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import type { KeyState } from '../core/types.js';
 import { parseDuration } from '../protocol/duration.js';
 import type { RoleKind } from '../store/postgres/grants.js';
+import { shellWord } from './format.js';
 import type { ResourceSelection } from './resolve-batch.js';
 import { HELP, UsageError } from './usage.js';
 
@@ -27,7 +28,12 @@ export type Command =
       reason: string;
       result: unknown;
       by: string;
-      fence?: number;
+      /**
+       * The attempt judged: `--fence N`, or `any` (`--any-attempt`) for whichever attempt is
+       * uncertain when the verdict is sent, read from the store and printed. One is required: a
+       * verdict about attempt 1 must not decide attempt 2 (a second charge).
+       */
+      attempt: { fence: number } | 'any';
       /** Module whose `dataConverter` export the Temporal Client uses (`--data-converter`). */
       dataConverter?: string;
       /** How long to wait for the ReconcileWorkflow before recording in the store directly. */
@@ -42,7 +48,8 @@ export type Command =
       by: string;
       source:
         | { from: 'resource'; selection: ResourceSelection; applied: boolean; reason: string }
-        | { from: 'file'; file: string };
+        /** `anyAttempt`: a line without `fence` judges the key's current attempt (`--any-attempt`). */
+        | { from: 'file'; file: string; anyAttempt: boolean };
     }
   | { name: 'stats'; json: boolean }
   | {
@@ -85,6 +92,7 @@ const OPTIONS: Record<string, string[]> = {
     'result',
     'by',
     'fence',
+    'any-attempt',
     'wait',
     'resource',
     'older-than',
@@ -266,7 +274,7 @@ function command(
       const by = typeof values.by === 'string' && values.by ? values.by : user;
       const waitMs =
         values.wait === undefined ? DEFAULT_RESOLVE_WAIT_MS : duration(values.wait, 'wait', help);
-      const resolve = {
+      return {
         name,
         json,
         key,
@@ -274,17 +282,10 @@ function command(
         reason,
         result,
         by,
+        attempt: attempt(values, key, help),
         ...dataConverter,
         waitMs,
       };
-      if (values.fence === undefined) return resolve;
-      const fence = Number(values.fence);
-      if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
-        throw new UsageError(
-          '--fence must be the fence of the uncertain attempt (a positive integer)',
-          help,
-        );
-      return { ...resolve, fence };
     }
     case 'codec-server': {
       none();
@@ -368,6 +369,43 @@ function duration(value: unknown, option: string, help: string): number {
   return ms;
 }
 
+/**
+ * `--fence N` or `--any-attempt`, exactly one. Without either the person is shown how to find the
+ * fence and the command with it: a verdict that judges whatever attempt is uncertain when it
+ * arrives decides attempt 2 with what was checked about attempt 1.
+ */
+function attempt(
+  values: ReturnType<typeof parse>['values'],
+  key: string,
+  help: string,
+): { fence: number } | 'any' {
+  const any = values['any-attempt'] === true;
+  if (any && values.fence !== undefined)
+    throw new UsageError('give --fence N or --any-attempt, not both', help);
+  if (any) return 'any';
+  if (values.fence === undefined) {
+    const verdict = values.applied
+      ? `--applied --result ${shellWord(String(values.result))}`
+      : '--not-applied';
+    throw new UsageError(
+      [
+        'which attempt did you check? --fence N is required: N is the fence of the uncertain attempt, which `sideeffect show KEY` prints:',
+        `  sideeffect show ${shellWord(key)}`,
+        `  sideeffect resolve ${shellWord(key)} ${verdict} --reason ${shellWord(String(values.reason).trim())} --fence N`,
+        'A verdict for another attempt is refused. --any-attempt instead decides whichever attempt is uncertain when it is sent (and prints its fence).',
+      ].join('\n'),
+      help,
+    );
+  }
+  const fence = Number(values.fence);
+  if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
+    throw new UsageError(
+      '--fence must be the fence of the uncertain attempt (a positive integer; sideeffect show KEY prints it)',
+      help,
+    );
+  return { fence };
+}
+
 /** `resolve --resource R ...` or `resolve --from-file F`: one verdict for many keys, or one per line. */
 function parseBatch(
   values: ReturnType<typeof parse>['values'],
@@ -401,7 +439,11 @@ function parseBatch(
       json,
       dryRun,
       by,
-      source: { from: 'file', file: values['from-file'] },
+      source: {
+        from: 'file',
+        file: values['from-file'],
+        anyAttempt: values['any-attempt'] === true,
+      },
     };
   }
   const resource = typeof values.resource === 'string' ? values.resource : '';
@@ -410,7 +452,12 @@ function parseBatch(
     throw new UsageError('give exactly one of --applied or --not-applied', help);
   if (values.fence !== undefined)
     throw new UsageError(
-      '--fence does not go with --resource: each key has its own episode, and a verdict without one judges the current episode',
+      "--fence does not go with --resource: each key has its own attempt; --any-attempt decides each key's current attempt and prints its fence, --from-file takes a fence per key",
+      help,
+    );
+  if (values['any-attempt'] !== true)
+    throw new UsageError(
+      '--resource needs --any-attempt: it decides the attempt each key has uncertain when it is sent, without anyone having checked that attempt, and prints each key\'s fence; to name the attempts you checked, put one line per key with its "fence" in --from-file',
       help,
     );
   if (values.result !== undefined)
@@ -463,6 +510,7 @@ function parse(args: string[], help: string) {
         resource: { type: 'string' },
         'from-file': { type: 'string' },
         'dry-run': { type: 'boolean' },
+        'any-attempt': { type: 'boolean' },
         force: { type: 'boolean' },
         yes: { type: 'boolean', short: 'y' },
         'data-converter': { type: 'string' },

@@ -120,8 +120,17 @@ export interface KeyEvent {
   fence: Fence;
   reason: string;
   actor: string;
-  /** For a verdict: the Temporal identity that delivered it ({@link Resolution.identity}). */
+  /**
+   * For a verdict: the Temporal identity that delivered it ({@link Resolution.identity}). Declared
+   * by the sending client (the `temporal` CLI's `--identity` sets any), so a claim, not a proof,
+   * unless the cluster authenticates its clients.
+   */
   identity?: string;
+  /**
+   * The database role whose session recorded the event, as Postgres authenticated it (PgStore,
+   * from migration 0014 on): unlike `actor` and `identity`, chosen by nobody who calls the store.
+   */
+  dbUser?: string;
   at: number;
 }
 
