@@ -421,7 +421,7 @@ function fencedCommand(
   const verdict = command.applied
     ? `--applied --result ${shellWord(JSON.stringify(command.result))}`
     : '--not-applied';
-  return `check it, then run: sideeffect resolve ${shellWord(command.key)} ${verdict} --reason ${shellWord(command.reason)} --fence ${error.currentFence}`;
+  return `sideeffect resolve ${shellWord(command.key)} ${verdict} --reason ${shellWord(command.reason)} --fence ${error.currentFence}`;
 }
 
 async function resolveMany(
