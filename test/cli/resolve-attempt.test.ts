@@ -66,11 +66,6 @@ describe('a verdict decides the attempt it names', () => {
     expect(await fx.store.inspect(key)).toMatchObject({ state: 'uncertain', fence: fence1 });
     expect(charges.filter((c) => c.card === card)).toHaveLength(0);
 
-    // `show` prints the attempt to check and commands that name it.
-    const shown = await cli(['show', key]);
-    expect(shown.stdout).toContain(`next: check the attempt with fence ${fence1} downstream`);
-    expect(shown.stdout).toContain(`sideeffect resolve ${key} --fence ${fence1} --not-applied`);
-
     // Operator A checked attempt 1: nothing at the bank.
     const a = await cli([
       'resolve',
@@ -118,6 +113,11 @@ describe('a verdict decides the attempt it names', () => {
     expect(bare.stderr).toContain(
       `sideeffect resolve ${key} --not-applied --reason 'no charge at the bank' --fence N`,
     );
+
+    // `show` prints the attempt to check now and commands that name it.
+    const shown = await cli(['show', key]);
+    expect(shown.stdout).toContain(`next: check the attempt with fence ${fence2} downstream`);
+    expect(shown.stdout).toContain(`sideeffect resolve ${key} --fence ${fence2} --not-applied`);
 
     // With the fence of what B checked: refused through the workflow's Update, naming attempt 2.
     const stale = await cli([
