@@ -455,11 +455,6 @@ function parseBatch(
       "--fence does not go with --resource: each key has its own attempt; --any-attempt decides each key's current attempt and prints its fence, --from-file takes a fence per key",
       help,
     );
-  if (values['any-attempt'] !== true)
-    throw new UsageError(
-      '--resource needs --any-attempt: it decides the attempt each key has uncertain when it is sent, without anyone having checked that attempt, and prints each key\'s fence; to name the attempts you checked, put one line per key with its "fence" in --from-file',
-      help,
-    );
   if (values.result !== undefined)
     throw new UsageError(
       '--result does not go with --resource: every key would get the same result; put per-key results in --from-file',
@@ -472,6 +467,11 @@ function parseBatch(
     selection.olderThanMs = duration(values['older-than'], 'older-than', help);
   if (values['newer-than'] !== undefined)
     selection.newerThanMs = duration(values['newer-than'], 'newer-than', help);
+  if (values['any-attempt'] !== true)
+    throw new UsageError(
+      '--resource needs --any-attempt: it decides the attempt each key has uncertain when it is sent, without anyone having checked that attempt, and prints each key\'s fence; to name the attempts you checked, put one line per key with its "fence" in --from-file',
+      help,
+    );
   return {
     name: 'resolve-batch',
     json,
