@@ -175,7 +175,8 @@ describe('a verdict decides the attempt it names', () => {
     });
     expect(attempts.get(card)).toBe(2);
     expect(charges.filter((c) => c.card === card)).toHaveLength(1);
-  }, 90_000);
+    // Each CLI run is a Node process: about a second alone, much more on a loaded machine.
+  }, 240_000);
 
   it('the store-only path and the batch forms refuse a stale attempt and ask for one', async () => {
     // Attempt 1 decided not applied in the store, attempt 2 uncertain: nobody reconciles it.
@@ -263,7 +264,7 @@ describe('a verdict decides the attempt it names', () => {
     expect(any.code, any.stderr).toBe(0);
     expect(any.stdout).toContain(`${key} (the attempt with fence ${fence2})`);
     expect(await fx.store.inspect(key)).toMatchObject({ state: 'free', fence: fence2 });
-  });
+  }, 180_000);
 });
 
 describe('who decided: declared names beside the authenticated database role', () => {
@@ -345,7 +346,7 @@ describe('who decided: declared names beside the authenticated database role', (
     expect(shown.stdout).toContain(
       `by the CFO (declared in the verdict); sent by: declared: cfo@bank.example (Temporal identity, set by the sender); database user: ${workerRole} (authenticated)`,
     );
-  }, 60_000);
+  }, 120_000);
 
   it('our CLI records its OS user and host, through the workflow and in the store alone', async () => {
     const me = `sideeffect-cli:${userInfo().username}@${hostname()}`;
@@ -381,7 +382,7 @@ describe('who decided: declared names beside the authenticated database role', (
     expect(alone.identity).toMatch(/ \(pid \d+, store only\)$/);
     // In the store alone, the CLI's own database role did: the operator the CLI logged in as.
     expect(alone.dbUser).toBe(operator.role);
-  }, 60_000);
+  }, 120_000);
 
   it('the operator role may declare any identity through the store function, but not which role it is', async () => {
     const { key } = await fx.uncertainKey();
@@ -419,5 +420,5 @@ describe('who decided: declared names beside the authenticated database role', (
       [key],
     );
     expect((await fx.store.events(key)).at(-1)).toMatchObject({ reason: 'planted', dbUser: owner });
-  });
+  }, 120_000);
 });
