@@ -72,8 +72,10 @@ export interface Resolution {
   /** Who decided (a person, a probe); stored with the transition. */
   by?: string;
   /**
-   * The Temporal identity that delivered the verdict (the UI user or the CLI that sent the signal
-   * or Update), stored beside `by`: `by` is whatever the sender typed, this is who sent it.
+   * The Temporal identity that delivered the verdict (the client that sent the signal or Update),
+   * stored beside `by`: `by` is whatever the sender typed, this is what its client called itself.
+   * Declared by that client too, not authenticated; PgStore records beside it the database role
+   * that wrote the event ({@link KeyEvent.dbUser}), which no caller chooses.
    */
   identity?: string;
   /**
