@@ -151,8 +151,8 @@ async function main(): Promise<void> {
   say(table(['ORDER', 'OUTCOME', 'CHARGE', 'BANK ROWS'], summary));
   say();
   const charges = await bankCharges(key);
-  // The episode judged: a verdict that names it cannot decide a later attempt of the same key.
-  const fence = status.fence ?? (await store.inspect(key))?.fence;
+  // The attempt judged: a verdict that names it cannot decide a later attempt of the same key.
+  const fence = status.fence ?? (await store.inspect(key))?.fence ?? 0;
   say('Order D is blocked: retrying it blindly could charge twice.');
   const { text } = resolveInstructions({
     uiUrl: UI,
@@ -164,7 +164,7 @@ async function main(): Promise<void> {
       result: { chargeId: charges[0] ?? 'none', attempt: 1 },
       reason: 'found in the bank ledger',
       by: 'you',
-      ...(fence === undefined ? {} : { fence }),
+      fence,
     },
     downstream: `the bank: ${charges.length} charge(s) for key ${key}: ${charges.join(', ') || 'none'}`,
   });

@@ -17,8 +17,11 @@ export interface InstructionsInput {
   namespace: string;
   key: string;
   resource: string;
-  /** The verdict a person would send after checking the downstream. */
-  verdict: ResolveInput;
+  /**
+   * The verdict a person would send after checking the downstream, with the fence of the attempt
+   * checked: every command printed names it, so a verdict cannot land on a later attempt.
+   */
+  verdict: ResolveInput & { fence: number };
   /** One line on what the downstream shows for the key. */
   downstream: string;
 }
@@ -34,15 +37,15 @@ export function resolveInstructions(input: InstructionsInput): Instructions {
   const { uiUrl, namespace, key, resource, verdict, downstream } = input;
   const pasteable = verdictJson(verdict);
   const by = verdict.by ?? 'you';
-  const fence = verdict.fence === undefined ? {} : { fence: verdict.fence };
-  const notApplied = { applied: false, reason: 'not in the bank export', by, ...fence };
+  const notApplied = { applied: false, reason: 'not in the bank export', by, fence: verdict.fence };
   // A batch verdict names no episode: each ReconcileWorkflow applies it to the one it judges.
   const batchVerdict = { applied: false, reason: 'not in the bank export', by };
   const workflowId = reconcileWorkflowId(key);
-  const cliVerdict =
-    (verdict.applied
+  const cliVerdict = `--fence ${verdict.fence} ${
+    verdict.applied
       ? `--applied --result '${JSON.stringify(verdict.result ?? null)}'`
-      : '--not-applied') + (verdict.fence === undefined ? '' : ` --fence ${verdict.fence}`);
+      : '--not-applied'
+  }`;
   const text = [
     'A person decides, in the Temporal UI:',
     '',
@@ -62,8 +65,8 @@ export function resolveInstructions(input: InstructionsInput): Instructions {
     'or a result nobody reads; per-key results go in a file, one JSON verdict a line):',
     `    temporal workflow signal --query '${waitingQuery(resource)}' \\`,
     `      --name resolve --input '${JSON.stringify(batchVerdict)}' --reason "gateway outage" --yes`,
-    `    npm run sideeffect -- resolve --resource '${resource}' --not-applied --reason "not in the bank export" --dry-run`,
-    '    npm run sideeffect -- resolve --from-file verdicts.jsonl',
+    `    npm run sideeffect -- resolve --resource '${resource}' --any-attempt --not-applied --reason "not in the bank export" --dry-run`,
+    '    npm run sideeffect -- resolve --from-file verdicts.jsonl   # each line with its "fence"',
   ].join('\n');
   return { text, pasteable };
 }

@@ -43,6 +43,16 @@ export interface VerdictContext {
   signal?: number;
 }
 
+/**
+ * Recorded as the identity of a verdict whose signal carried none: the Temporal web UI sends its
+ * signals without one (only the `by` the person types says who), and saying so beats an empty
+ * field that reads like a lost record.
+ */
+const NO_SIGNAL_IDENTITY =
+  '(none: the signal carried no identity, as the Temporal web UI sends it)';
+/** The same for an Update sent without an identity. */
+const NO_UPDATE_IDENTITY = '(none: the Update carried no identity)';
+
 /** What one sweep did: the store's conclusions, the uncertain keys that now have a ReconcileWorkflow (started or already running), and the backlog after it. */
 export interface SweepAndReconcileReport {
   uncertain: string[];
@@ -240,10 +250,10 @@ export function reconcileActivities({
       for (const event of history.events ?? []) {
         const signaled = event.workflowExecutionSignaledEventAttributes;
         if (signaled?.signalName === resolveSignal.name && ++signals === about.signal)
-          return signaled.identity || undefined;
+          return signaled.identity || NO_SIGNAL_IDENTITY;
         const meta = event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta;
         if (meta && about.updateId !== undefined && meta.updateId === about.updateId)
-          return meta.identity || undefined;
+          return meta.identity || NO_UPDATE_IDENTITY;
       }
     } catch {
       // Who sent it is worth recording, never worth losing the verdict over.

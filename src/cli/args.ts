@@ -2,6 +2,7 @@ import type { KeyState } from '../core/types.js';
 import { parseDuration } from '../protocol/duration.js';
 import type { RoleKind } from '../store/postgres/grants.js';
 import { isLoopback } from './codec-server.js';
+import { shellWord } from './format.js';
 import type { ResourceSelection } from './resolve-batch.js';
 import { HELP, UsageError } from './usage.js';
 
@@ -27,7 +28,12 @@ export type Command =
       reason: string;
       result: unknown;
       by: string;
-      fence?: number;
+      /**
+       * The attempt judged: `--fence N`, or `any` (`--any-attempt`) for whichever attempt is
+       * uncertain when the verdict is sent, read from the store and printed. One is required: a
+       * verdict about attempt 1 must not decide attempt 2 (a second charge).
+       */
+      attempt: { fence: number } | 'any';
       /** Module whose `dataConverter` export the Temporal Client uses (`--data-converter`). */
       dataConverter?: string;
       /** How long to wait for the ReconcileWorkflow before recording in the store directly. */
@@ -42,7 +48,8 @@ export type Command =
       by: string;
       source:
         | { from: 'resource'; selection: ResourceSelection; applied: boolean; reason: string }
-        | { from: 'file'; file: string };
+        /** `anyAttempt`: a line without `fence` judges the key's current attempt (`--any-attempt`). */
+        | { from: 'file'; file: string; anyAttempt: boolean };
     }
   | { name: 'stats'; json: boolean }
   | {
@@ -103,6 +110,7 @@ const SPEC = {
   resource: { type: 'string' },
   'from-file': { type: 'string' },
   'dry-run': { type: 'boolean' },
+  'any-attempt': { type: 'boolean' },
   force: { type: 'boolean' },
   yes: { type: 'boolean', short: 'y' },
   'data-converter': { type: 'string' },
@@ -159,6 +167,7 @@ const OPTIONS: Record<string, string[]> = {
     'result',
     'by',
     'fence',
+    'any-attempt',
     'wait',
     'resource',
     'older-than',
@@ -386,7 +395,7 @@ function command(
       const by = typeof values.by === 'string' && values.by ? values.by : user;
       const waitMs =
         values.wait === undefined ? DEFAULT_RESOLVE_WAIT_MS : duration(values.wait, 'wait', help);
-      const resolve = {
+      return {
         name,
         json,
         key,
@@ -394,17 +403,10 @@ function command(
         reason,
         result,
         by,
+        attempt: attempt(values, key, help),
         ...dataConverter,
         waitMs,
       };
-      if (values.fence === undefined) return resolve;
-      const fence = Number(values.fence);
-      if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
-        throw new UsageError(
-          '--fence must be the fence of the uncertain attempt (a positive integer)',
-          help,
-        );
-      return { ...resolve, fence };
     }
     case 'codec-server': {
       none();
@@ -510,6 +512,43 @@ function duration(value: unknown, option: string, help: string): number {
   return ms;
 }
 
+/**
+ * `--fence N` or `--any-attempt`, exactly one. Without either the person is shown how to find the
+ * fence and the command with it: a verdict that judges whatever attempt is uncertain when it
+ * arrives decides attempt 2 with what was checked about attempt 1.
+ */
+function attempt(
+  values: ReturnType<typeof parse>['values'],
+  key: string,
+  help: string,
+): { fence: number } | 'any' {
+  const any = values['any-attempt'] === true;
+  if (any && values.fence !== undefined)
+    throw new UsageError('give --fence N or --any-attempt, not both', help);
+  if (any) return 'any';
+  if (values.fence === undefined) {
+    const verdict = values.applied
+      ? `--applied --result ${shellWord(String(values.result))}`
+      : '--not-applied';
+    throw new UsageError(
+      [
+        'which attempt did you check? --fence N is required: N is the fence of the uncertain attempt, which `sideeffect show KEY` prints:',
+        `  sideeffect show ${shellWord(key)}`,
+        `  sideeffect resolve ${shellWord(key)} ${verdict} --reason ${shellWord(String(values.reason).trim())} --fence N`,
+        'A verdict for another attempt is refused. --any-attempt instead decides whichever attempt is uncertain when it is sent (and prints its fence).',
+      ].join('\n'),
+      help,
+    );
+  }
+  const fence = Number(values.fence);
+  if (!/^\d+$/.test(String(values.fence)) || !Number.isSafeInteger(fence) || fence < 1)
+    throw new UsageError(
+      '--fence must be the fence of the uncertain attempt (a positive integer; sideeffect show KEY prints it)',
+      help,
+    );
+  return { fence };
+}
+
 /** `resolve --resource R ...` or `resolve --from-file F`: one verdict for many keys, or one per line. */
 function parseBatch(
   values: Values,
@@ -543,7 +582,11 @@ function parseBatch(
       json,
       dryRun,
       by,
-      source: { from: 'file', file: values['from-file'] },
+      source: {
+        from: 'file',
+        file: values['from-file'],
+        anyAttempt: values['any-attempt'] === true,
+      },
     };
   }
   const resource = typeof values.resource === 'string' ? values.resource : '';
@@ -552,7 +595,7 @@ function parseBatch(
     throw new UsageError('give exactly one of --applied or --not-applied', help);
   if (values.fence !== undefined)
     throw new UsageError(
-      '--fence does not go with --resource: each key has its own episode, and a verdict without one judges the current episode',
+      "--fence does not go with --resource: each key has its own attempt; --any-attempt decides each key's current attempt and prints its fence, --from-file takes a fence per key",
       help,
     );
   if (values.result !== undefined)
@@ -567,6 +610,11 @@ function parseBatch(
     selection.olderThanMs = duration(values['older-than'], 'older-than', help);
   if (values['newer-than'] !== undefined)
     selection.newerThanMs = duration(values['newer-than'], 'newer-than', help);
+  if (values['any-attempt'] !== true)
+    throw new UsageError(
+      '--resource needs --any-attempt: it decides the attempt each key has uncertain when it is sent, without anyone having checked that attempt, and prints each key\'s fence; to name the attempts you checked, put one line per key with its "fence" in --from-file',
+      help,
+    );
   return {
     name: 'resolve-batch',
     json,

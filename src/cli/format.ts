@@ -28,9 +28,12 @@ export function printKey(record: KeyRecord, events: KeyEvent[]): string {
   if (record.reason) lines.push(`reason:       ${record.reason}`);
   if (record.result) lines.push(`result:       ${safeResult(record.result.payload)}`);
   if (record.state === 'uncertain') {
+    const key = shellWord(record.key);
     lines.push(
       '',
-      `next: sideeffect resolve '${record.key}' --applied --result JSON|--not-applied --reason "what you checked"`,
+      `next: check the attempt with fence ${record.fence} downstream, then one of:`,
+      `  sideeffect resolve ${key} --fence ${record.fence} --not-applied --reason "what you checked"`,
+      `  sideeffect resolve ${key} --fence ${record.fence} --applied --result JSON --reason "what you checked"`,
     );
   }
   lines.push('', 'history:');
@@ -39,12 +42,35 @@ export function printKey(record: KeyRecord, events: KeyEvent[]): string {
     `${e.from} -> ${e.to}`,
     String(e.fence),
     e.actor,
-    e.identity ?? '-',
     e.reason,
   ]);
-  // BY is what the verdict says; SENT BY is the Temporal identity that delivered it.
-  lines.push(table(['AT', 'TRANSITION', 'FENCE', 'BY', 'SENT BY', 'REASON'], rows));
+  const history = table(['AT', 'TRANSITION', 'FENCE', 'BY', 'REASON'], rows).split('\n');
+  lines.push(history[0]!);
+  events.forEach((event, i) => {
+    lines.push(history[i + 1]!);
+    const who = whoDecided(event);
+    if (who) lines.push(`    ${who}`);
+  });
   return lines.join('\n');
+}
+
+/**
+ * Under a verdict: how far each name of who decided can be trusted. `by` and the Temporal identity
+ * are whatever the sender declared (the `temporal` CLI's `--identity` sets any); the database user
+ * is the role Postgres authenticated for the session that wrote the row.
+ */
+function whoDecided(event: KeyEvent): string | undefined {
+  if (event.from !== 'uncertain') return undefined;
+  const parts = [`by ${event.actor} (declared in the verdict)`];
+  if (event.identity !== undefined)
+    parts.push(`sent by: declared: ${event.identity} (Temporal identity, set by the sender)`);
+  if (event.dbUser !== undefined) parts.push(`database user: ${event.dbUser} (authenticated)`);
+  return parts.join('; ');
+}
+
+/** A word as a POSIX shell reads it back (single-quoted unless plain), for commands printed to paste. */
+export function shellWord(word: string): string {
+  return /^[\w./:@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 function safeResult(payload: Uint8Array): string {

@@ -4,7 +4,12 @@ import { createInterface } from 'node:readline/promises';
 import { Client, Connection, type DataConverter } from '@temporalio/client';
 import type { PayloadCodec } from '@temporalio/common';
 import pg from 'pg';
-import { InvalidSchemaError, NotUncertainError, SideEffectError } from '../core/errors.js';
+import {
+  InvalidSchemaError,
+  NotUncertainError,
+  SideEffectError,
+  StaleVerdictError,
+} from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
 import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
@@ -23,8 +28,8 @@ import { type ClusterOptions, type ClusterSettings, clusterSettings } from '../w
 import { type Command, type GlobalOptions, type Output, parseInvocation } from './args.js';
 import { type CodecServer, startCodecServer, tokenProblem } from './codec-server.js';
 import { loadDataConverter } from './data-converter.js';
-import { printKey, printList, printStats } from './format.js';
-import { resolveKey } from './resolve.js';
+import { printKey, printList, printStats, shellWord } from './format.js';
+import { cliIdentity, resolveKey } from './resolve.js';
 import {
   type BatchVerdict,
   printBatch,
@@ -149,7 +154,12 @@ export async function main(
   pool.on('error', () => {});
   const store = new PgStore({ pool, schema });
   const temporalClient = (connection: Connection, namespace: string) =>
-    new Client({ connection, namespace, ...(dataConverter ? { dataConverter } : {}) });
+    new Client({
+      connection,
+      namespace,
+      identity: cliIdentity(),
+      ...(dataConverter ? { dataConverter } : {}),
+    });
   const temporal = () =>
     env.temporal({
       address: options.address,
@@ -318,7 +328,15 @@ async function run(
       try {
         const client = connection && ctx.temporalClient(connection, temporal.namespace);
         if (!client) ctx.io.err(unreachable(temporal));
-        const { applied, reason, result, by, fence } = command;
+        const { applied, reason, result, by } = command;
+        const fence =
+          command.attempt === 'any'
+            ? await currentAttempt(store, command.key)
+            : command.attempt.fence;
+        if (command.attempt === 'any' && fence !== undefined)
+          ctx.io.err(
+            `sideeffect: --any-attempt: deciding the attempt with fence ${fence}, the key's latest`,
+          );
         const input = {
           applied,
           reason,
@@ -339,6 +357,17 @@ async function run(
         if (!outcome.won) return EXIT.refused;
         return client ? EXIT.ok : EXIT.unavailable;
       } catch (error) {
+        if (error instanceof StaleVerdictError)
+          return ctx.fail(
+            error.code,
+            `${error.message}: ${fencedCommand(command, error)}`,
+            EXIT.refused,
+            {
+              fence: error.fence,
+              currentFence: error.currentFence,
+              state: error.state,
+            },
+          );
         if (!(error instanceof NotUncertainError)) throw error;
         return ctx.fail(error.code, `${error.message}: nothing to resolve`, EXIT.refused, {
           state: error.state,
@@ -376,6 +405,28 @@ async function run(
   }
 }
 
+/**
+ * The key's latest attempt, for `--any-attempt`: sent as the verdict's fence, so the verdict still
+ * judges exactly one attempt (the one printed) even if another becomes uncertain on the way.
+ * Undefined for a key the store does not know or never granted: the store then says so.
+ */
+async function currentAttempt(store: Store, key: string): Promise<number | undefined> {
+  const record = await store.inspect(key);
+  return record && record.fence > 0 ? record.fence : undefined;
+}
+
+/** What to run after a stale verdict: check the attempt that stands now, then this command. */
+function fencedCommand(
+  command: Extract<Command, { name: 'resolve' }>,
+  error: StaleVerdictError,
+): string {
+  if (error.state !== 'uncertain') return `see \`sideeffect show ${shellWord(command.key)}\``;
+  const verdict = command.applied
+    ? `--applied --result ${shellWord(JSON.stringify(command.result))}`
+    : '--not-applied';
+  return `sideeffect resolve ${shellWord(command.key)} ${verdict} --reason ${shellWord(command.reason)} --fence ${error.currentFence}`;
+}
+
 async function resolveMany(
   command: Extract<Command, { name: 'resolve-batch' }>,
   ctx: Context,
@@ -385,24 +436,36 @@ async function resolveMany(
   let selected: string;
   if (source.from === 'file') {
     try {
-      verdicts = await readVerdictFile(source.file, by);
+      verdicts = await readVerdictFile(source.file, by, source.anyAttempt);
+      // Lines without a fence judge each key's current attempt: read now and sent with it, so
+      // each verdict still names one attempt (the one the summary prints).
+      if (source.anyAttempt)
+        verdicts = await Promise.all(
+          verdicts.map(async (verdict) => {
+            if (verdict.fence !== undefined) return verdict;
+            const fence = await currentAttempt(ctx.store, verdict.key);
+            return fence === undefined ? verdict : { ...verdict, fence };
+          }),
+        );
     } catch (error) {
       if (!(error instanceof UsageError)) throw error;
       return ctx.fail(error.code, error.message, EXIT.usage);
     }
     selected = `${verdicts.length} verdict(s) from ${source.file}`;
   } else {
-    const keys = await selectUncertain(ctx.store, source.selection, async () => {
+    const uncertainNow = await selectUncertain(ctx.store, source.selection, async () => {
       const { rows } = await ctx.pool.query<{ now: string }>(
         `select pg_catalog.floor(extract(epoch from pg_catalog.clock_timestamp()) operator(pg_catalog.*) 1000::numeric)::bigint as now`,
       );
       return Number(rows[0]!.now);
     });
     const { applied, reason } = source;
-    verdicts = keys.map((key) =>
-      applied ? { key, applied, result: null, reason, by } : { key, applied, reason, by },
+    verdicts = uncertainNow.map(({ key, fence }) =>
+      applied
+        ? { key, applied, result: null, reason, by, fence }
+        : { key, applied, reason, by, fence },
     );
-    selected = `${keys.length} uncertain key(s) on ${source.selection.resource}`;
+    selected = `${verdicts.length} uncertain key(s) on ${source.selection.resource}`;
   }
   const temporal = dryRun ? undefined : ctx.temporal();
   const connection = temporal && (await connectTemporal(temporal));
@@ -461,7 +524,8 @@ async function serveCodec(
       EXIT.usage,
     );
   const problem = token === undefined ? undefined : tokenProblem(token);
-  if (problem) return fail('USAGE', `${tokenFrom}: ${problem}`, EXIT.usage);
+  // No colon after the source: a file named *.token followed by one reads as a secret to mask.
+  if (problem) return fail('USAGE', `${tokenFrom} is refused, ${problem}`, EXIT.usage);
   const modulePath = command.dataConverter ?? env.dataConverterPath;
   if (!modulePath)
     return fail(

@@ -16,7 +16,10 @@ export interface BatchVerdict {
   result?: unknown;
   reason: string;
   by: string;
-  /** The uncertain episode judged; without it the verdict applies to the current episode. */
+  /**
+   * The attempt judged (its fence). Required in a `--from-file` line unless the run says
+   * `--any-attempt`; `--resource` takes each key's current one and reports it.
+   */
   fence?: number;
 }
 
@@ -34,6 +37,8 @@ export interface BatchReport {
   dryRun: boolean;
   /** This batch recorded the verdict. With `dryRun`: the keys that are uncertain now and would be decided. */
   decided: string[];
+  /** The attempt (fence) each verdict judged, by key: what `--any-attempt` decided, said out loud. */
+  fences: Record<string, number>;
   /** Someone decided first (a person in the UI, a probe, an earlier batch): their verdict stands. */
   alreadyDecided: Array<{ key: string; message: string }>;
   /** Refused by the store or the workflow (not uncertain, unknown key, stale fence...). */
@@ -51,7 +56,11 @@ const FILE_FIELDS = new Set(['key', 'applied', 'result', 'reason', 'by', 'fence'
  * made from the downstream's export. Every line is checked before anything is
  * sent, so a typo on line 300 never leaves a batch half applied.
  */
-export async function readVerdictFile(file: string, defaultBy: string): Promise<BatchVerdict[]> {
+export async function readVerdictFile(
+  file: string,
+  defaultBy: string,
+  anyAttempt = false,
+): Promise<BatchVerdict[]> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -67,6 +76,11 @@ export async function readVerdictFile(file: string, defaultBy: string): Promise<
     const verdict = parseVerdictLine(line, defaultBy, (message) => {
       throw new UsageError(`${where}: ${message}`, HELP.resolve!);
     });
+    if (verdict.fence === undefined && !anyAttempt)
+      throw new UsageError(
+        `${where}: "fence" is required: the fence of the attempt you checked (\`sideeffect show ${verdict.key}\` prints it), e.g. {"key": ${JSON.stringify(verdict.key)}, ..., "fence": 3}; or run with --any-attempt to decide each key's current attempt`,
+        HELP.resolve!,
+      );
     if (seen.has(verdict.key))
       throw new UsageError(`${where}: key "${verdict.key}" appears twice`, HELP.resolve!);
     seen.add(verdict.key);
@@ -112,13 +126,14 @@ function parseVerdictLine(
 
 /**
  * The uncertain keys on `resource` whose age (by the database clock, since
- * they became uncertain) fits the selection, oldest first.
+ * they became uncertain) fits the selection, oldest first, each with the fence of its uncertain
+ * attempt.
  */
 export async function selectUncertain(
   store: Store,
   selection: ResourceSelection,
   databaseNow: () => Promise<number>,
-): Promise<string[]> {
+): Promise<Array<{ key: string; fence: number }>> {
   const [records, now] = await Promise.all([
     store.list({ state: 'uncertain', oldest: true }),
     databaseNow(),
@@ -128,7 +143,7 @@ export async function selectUncertain(
     .filter((record) => record.resource === resource)
     .filter((record) => olderThanMs === undefined || now - record.updatedAt > olderThanMs)
     .filter((record) => newerThanMs === undefined || now - record.updatedAt < newerThanMs)
-    .map((record) => record.key);
+    .map((record) => ({ key: record.key, fence: record.fence }));
 }
 
 /**
@@ -147,6 +162,7 @@ export async function resolveBatch(options: {
   const report: BatchReport = {
     dryRun,
     decided: [],
+    fences: {},
     alreadyDecided: [],
     refused: [],
     failed: [],
@@ -164,7 +180,8 @@ export async function resolveBatch(options: {
     { concurrency: CONCURRENCY },
   );
   settled.forEach((slot, i) => {
-    const { key } = verdicts[i]!;
+    const { key, fence } = verdicts[i]!;
+    if (fence !== undefined) report.fences[key] = fence;
     if (slot.status === 'fulfilled') {
       if (slot.value === undefined) report.decided.push(key);
       else if ('already' in slot.value)
@@ -224,8 +241,11 @@ export function printBatch(report: BatchReport, selected: string): string {
       ? `dry run over ${selected}: ${decided.length} would be decided, ${alreadyDecided.length} already decided, ${refused.length} would be refused; nothing was sent`
       : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}`,
   ];
+  const attempt = (key: string) =>
+    report.fences[key] === undefined ? '' : ` (the attempt with fence ${report.fences[key]})`;
   if (report.dryRun && decided.length > 0)
-    lines.push('would decide:', ...decided.map((k) => `  ${k}`));
+    lines.push('would decide:', ...decided.map((k) => `  ${k}${attempt(k)}`));
+  else if (decided.length > 0) lines.push('decided:', ...decided.map((k) => `  ${k}${attempt(k)}`));
   if (alreadyDecided.length > 0)
     lines.push(
       'already decided (their verdict stands):',

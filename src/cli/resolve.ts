@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
+import { hostname, userInfo } from 'node:os';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
@@ -24,9 +24,27 @@ export interface ResolveReport {
   result?: unknown;
   reason?: string;
   by?: string;
+  /** The attempt the verdict judged (its fence). */
+  fence?: number;
   message: string;
   /** The ReconcileWorkflow did not answer within the wait: the verdict went to the store directly. */
   timedOut?: boolean;
+}
+
+/**
+ * The Temporal identity of this CLI process, `sideeffect-cli:<OS user>@<host> (pid N)`, as the
+ * `temporal` CLI writes its own: the audit trail then says which account on which machine sent a
+ * verdict, beside the `--by` it typed. Still declared by this process, not proven (see
+ * docs/operations.md, "Who decided").
+ */
+export function cliIdentity(): string {
+  let user: string;
+  try {
+    user = userInfo().username;
+  } catch {
+    user = process.env.USER ?? process.env.LOGNAME ?? 'unknown-user';
+  }
+  return `sideeffect-cli:${user}@${hostname()} (pid ${process.pid})`;
 }
 
 /** How long `resolveKey` waits for the ReconcileWorkflow's answer unless told otherwise. */
@@ -73,7 +91,7 @@ export async function resolveKey(options: {
     }
   }
   // Recorded beside `by` as who delivered it, like the identity the Update would have carried.
-  const identity = client?.options.identity ?? `${process.pid}@${hostname()}`;
+  const identity = client?.options.identity ?? cliIdentity();
   const stored = await resolveInStore(store, key, input, identity);
   if (!timedOut) return stored;
   if (!stored.won && (await isOwnVerdict(store, key, input, identity))) {
@@ -100,7 +118,7 @@ async function resolveInStore(store: Store, key: string, input: ResolveInput, id
       result: encodeJson(input.result ?? null),
       ...(input.by ? { by: input.by } : {}),
       ...(input.fence === undefined ? {} : { fence: input.fence }),
-      identity: `${identity} (sideeffect CLI, store only)`,
+      identity: storeOnly(identity),
     });
     const result = outcome.result && decodeJson(outcome.result);
     return report(
@@ -114,6 +132,13 @@ async function resolveInStore(store: Store, key: string, input: ResolveInput, id
     if (!earlier) throw error;
     return report('store', input, earlier, false);
   }
+}
+
+/** The identity a verdict recorded by the CLI in the store directly carries: which path it took. */
+function storeOnly(identity: string): string {
+  return identity.endsWith(')')
+    ? `${identity.slice(0, -1)}, store only)`
+    : `${identity} (store only)`;
 }
 
 /**
@@ -193,8 +218,9 @@ function report(
   const verdict = final.applied
     ? `applied, result ${JSON.stringify(final.result ?? null)}`
     : 'not applied';
+  const attempt = input.fence === undefined ? '' : ` for the attempt with fence ${input.fence}`;
   const message = won
-    ? `resolved: ${verdict} (via ${via === 'workflow' ? 'its ReconcileWorkflow' : 'the store'})`
+    ? `resolved: ${verdict}${attempt} (via ${via === 'workflow' ? 'its ReconcileWorkflow' : 'the store'})`
     : `already resolved${final.by ? ` by ${final.by}` : ''}: ${verdict}${final.reason ? ` (${final.reason})` : ''}; your verdict (${input.applied ? 'applied' : 'not applied'}) was not recorded`;
   return {
     won,
@@ -203,6 +229,7 @@ function report(
     result: final.result,
     reason: final.reason,
     by: final.by,
+    ...(input.fence === undefined ? {} : { fence: input.fence }),
     message,
   };
 }

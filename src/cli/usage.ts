@@ -25,10 +25,11 @@ Commands:
                                would be applied, --print-sql the SQL for your own migration tool
   list [--state S] [--limit N] keys, newest change first (S: free|held|applying|done|uncertain)
   show <key>                   state, fence, result, reason and the event history of a key
-  resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N]
-                               decide an uncertain key (through its ReconcileWorkflow if one runs)
-  resolve --resource R --applied|--not-applied --reason TEXT [--older-than D] [--newer-than D] [--dry-run]
-  resolve --from-file verdicts.jsonl [--by NAME] [--dry-run]
+  resolve <key> --fence N --applied --result JSON|--not-applied --reason TEXT [--by NAME]
+                               decide the uncertain attempt N of a key (show prints N; through
+                               its ReconcileWorkflow if one runs)
+  resolve --resource R --any-attempt --applied|--not-applied --reason TEXT [--older-than D] [--newer-than D] [--dry-run]
+  resolve --from-file verdicts.jsonl [--any-attempt] [--by NAME] [--dry-run]
                                decide many uncertain keys: one verdict for a resource, or one per line
   stats                        uncertain backlog, who decides and how fast, from the store
   purge --older-than 30d [--yes] [--force]
@@ -74,7 +75,7 @@ Lists keys, newest change first (default limit 50).`,
   show: `Usage: sideeffect show <key> [-o json]
 
 Shows a key's state, fence, result, reason and every transition with who made it and why.`,
-  resolve: `Usage: sideeffect resolve <key> --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--fence N] [--wait D] [-o json]
+  resolve: `Usage: sideeffect resolve <key> --fence N|--any-attempt --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--wait D] [-o json]
 
 Decides an uncertain key after you checked the downstream.
   --applied       it took effect; --result (required) is the JSON the workflow will get,
@@ -86,10 +87,12 @@ Decides an uncertain key after you checked the downstream.
                   output says so (exit 0 if it stands, 1 if another verdict was first); the
                   unanswered Update cannot change it later. The effect's result check does not
                   run on that path
-  --fence N       the episode you checked: the key's fence while uncertain (sideeffect show).
-                  If the key was since re-applied and became uncertain again, your verdict is
-                  about an earlier attempt and is refused (exit 1). Without it, the verdict
-                  judges the current episode.
+  --fence N       required: the attempt you checked, the key's fence while uncertain
+                  (sideeffect show KEY prints it). If the key was since re-applied and became
+                  uncertain again, your verdict is about an earlier attempt: refused (exit 1),
+                  naming the attempt that is uncertain now
+  --any-attempt   instead of --fence: decide whichever attempt is uncertain when the verdict is
+                  sent, and print its fence. Only when what you checked holds for any attempt
 If the key's ReconcileWorkflow (reconcile/<key>) is running, the verdict goes through it,
 so the waiting workflow continues; otherwise it is recorded in the store directly.
 The first resolution wins: if someone resolved the key first, you are told so (exit 1).
@@ -98,18 +101,20 @@ The first resolution wins: if someone resolved the key first, you are told so (e
                   (default: SIDEEFFECT_DATA_CONVERTER; without one, encrypted payloads cannot be
                   read). Also for the batch forms below
 
-Usage: sideeffect resolve --resource R --applied|--not-applied --reason TEXT
+Usage: sideeffect resolve --resource R --any-attempt --applied|--not-applied --reason TEXT
                           [--older-than D] [--newer-than D] [--by NAME] [--dry-run] [-o json]
-       sideeffect resolve --from-file verdicts.jsonl [--by NAME] [--dry-run] [-o json]
+       sideeffect resolve --from-file verdicts.jsonl [--any-attempt] [--by NAME] [--dry-run] [-o json]
 
 Decides many keys after an outage, each through its ReconcileWorkflow when one runs.
-  --resource R      every key uncertain on R now; --older-than/--newer-than (30d, 1h30m, 45s)
-                    keep those uncertain for longer/shorter than that. No --result: every key
-                    would get the same one; per-key results go in --from-file
+  --resource R      every key uncertain on R now, each at its current attempt (--any-attempt is
+                    required; the summary prints each key's fence); --older-than/--newer-than
+                    (30d, 1h30m, 45s) keep those uncertain for longer/shorter than that. No
+                    --result: every key would get the same one; per-key results go in --from-file
   --from-file F     one JSON object a line: {"key": "...", "applied": true, "result": {...},
-                    "reason": "...", "by": "...", "fence": 7} (result, by, fence optional;
-                    without fence the verdict judges the key's current episode). Every line is
-                    checked before anything is sent (exit 2 on the first bad line)
+                    "reason": "...", "by": "...", "fence": 7} (result and by optional; fence
+                    required unless --any-attempt, which decides each fence-less key's current
+                    attempt). Every line is checked before anything is sent (exit 2 on the first
+                    bad line)
   --dry-run         read which keys are uncertain, send nothing
 Prints decided / already decided / refused / failed. Exit 0 when every verdict was recorded,
 1 when some key was already decided or refused, 3 when some could not be sent (run it again:

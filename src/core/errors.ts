@@ -187,26 +187,32 @@ export class NotUncertainError extends SideEffectError {
 }
 
 /**
- * A resolution named another episode of the key than the one the store has: it was made about an
- * earlier uncertain attempt (the key was since resolved, re-applied and became uncertain again),
- * or about none that exists. Refused, because a verdict judges one attempt: accepted, a "not
- * applied" from episode 1 would re-run an effect that episode 2 may already have applied.
+ * A resolution named another attempt (episode) of the key than the one the store has: it was made
+ * about an earlier uncertain attempt (the key was since resolved, re-applied and became uncertain
+ * again), or about none that exists. Refused, because a verdict judges one attempt: accepted, a
+ * "not applied" about attempt 1 would re-run an effect that attempt 2 may already have applied (a
+ * second charge). The message names the attempt that stands now, so the person checks that one.
  */
 export class StaleVerdictError extends SideEffectError {
   readonly code = 'STALE_VERDICT';
   constructor(
     readonly key: string,
-    /** The episode the verdict was about. */
+    /** The attempt (fence) the verdict was about. */
     readonly fence: number,
-    /** The key's episode now (the fence of its last grant). */
+    /** The key's attempt now (the fence of its last grant). */
     readonly currentFence: number,
     /** The key's state now. */
     readonly state: string,
   ) {
-    super(
-      `verdict for "${key}" judges episode (fence) ${fence}, but the key is at fence ${currentFence} (${state}): not recorded`,
-    );
+    super(staleVerdictMessage(key, fence, currentFence, state));
   }
+}
+
+function staleVerdictMessage(key: string, fence: number, current: number, state: string): string {
+  const judged = `your verdict judged the attempt with fence ${fence}`;
+  if (state === 'uncertain')
+    return `the attempt with fence ${current} of "${key}" is the uncertain one now; ${judged}: not recorded. Check the attempt with fence ${current} downstream, then decide it with fence ${current}`;
+  return `the latest attempt of "${key}" has fence ${current} (${state}); ${judged}: not recorded, nothing to decide about it`;
 }
 
 /**

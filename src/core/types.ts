@@ -72,8 +72,10 @@ export interface Resolution {
   /** Who decided (a person, a probe); stored with the transition. */
   by?: string;
   /**
-   * The Temporal identity that delivered the verdict (the UI user or the CLI that sent the signal
-   * or Update), stored beside `by`: `by` is whatever the sender typed, this is who sent it.
+   * The Temporal identity that delivered the verdict (the client that sent the signal or Update),
+   * stored beside `by`: `by` is whatever the sender typed, this is what its client called itself.
+   * Declared by that client too, not authenticated; PgStore records beside it the database role
+   * that wrote the event ({@link KeyEvent.dbUser}), which no caller chooses.
    */
   identity?: string;
   /**
@@ -120,8 +122,17 @@ export interface KeyEvent {
   fence: Fence;
   reason: string;
   actor: string;
-  /** For a verdict: the Temporal identity that delivered it ({@link Resolution.identity}). */
+  /**
+   * For a verdict: the Temporal identity that delivered it ({@link Resolution.identity}). Declared
+   * by the sending client (the `temporal` CLI's `--identity` sets any), so a claim, not a proof,
+   * unless the cluster authenticates its clients.
+   */
   identity?: string;
+  /**
+   * The database role whose session recorded the event, as Postgres authenticated it (PgStore,
+   * from migration 0014 on): unlike `actor` and `identity`, chosen by nobody who calls the store.
+   */
+  dbUser?: string;
   at: number;
 }
 

@@ -188,7 +188,7 @@ function keptInput(raw: unknown): Pick<RejectedResolve, 'input' | 'inputChars'> 
 
 /** What the UI's signal list and Update list say about `resolve`. */
 const RESOLVE_SIGNAL_DESCRIPTION =
-  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "..."} or {"applied": false, "reason": "...", "by": "..."}. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
+  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "...", "fence": <the attempt you checked>} or {"applied": false, "reason": "...", "by": "...", "fence": <the attempt you checked>}; the fence is in the details above and the status query, and a verdict for another attempt is refused. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
 const SUBSCRIBE_SIGNAL_DESCRIPTION =
   'Internal, not for people: sent by an effect call (proxySideEffects) in a workflow waiting on this key, to be told the verdict. A malformed one is listed by the status query and ignored.';
 const RECHECK_SIGNAL_DESCRIPTION =

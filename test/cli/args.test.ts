@@ -24,7 +24,17 @@ describe('sideeffect command line', () => {
     });
     expect(
       parseCommand(
-        ['resolve', 'k', '--applied', '--reason', ' seen in bank ', '--result', '{"id":"ch_1"}'],
+        [
+          'resolve',
+          'k',
+          '--applied',
+          '--reason',
+          ' seen in bank ',
+          '--result',
+          '{"id":"ch_1"}',
+          '--fence',
+          '3',
+        ],
         'cli:ann',
       ),
     ).toEqual({
@@ -35,6 +45,7 @@ describe('sideeffect command line', () => {
       reason: 'seen in bank',
       result: { id: 'ch_1' },
       by: 'cli:ann',
+      attempt: { fence: 3 },
       waitMs: 30_000,
     });
     expect(
@@ -48,11 +59,13 @@ describe('sideeffect command line', () => {
         'bob',
         '--wait',
         '2m',
+        '--any-attempt',
       ]),
     ).toMatchObject({
       applied: false,
       result: null,
       by: 'bob',
+      attempt: 'any',
       waitMs: 120_000,
     });
     expect(parseCommand(['purge', '--older-than', '30d'])).toEqual({
@@ -82,6 +95,7 @@ describe('sideeffect command line', () => {
           '--reason',
           'outage',
           '--dry-run',
+          '--any-attempt',
         ],
         'cli:ann',
       ),
@@ -102,10 +116,23 @@ describe('sideeffect command line', () => {
       json: true,
       dryRun: false,
       by: 'ann',
-      source: { from: 'file', file: 'v.jsonl' },
+      source: { from: 'file', file: 'v.jsonl', anyAttempt: false },
+    });
+    expect(parseCommand(['resolve', '--from-file', 'v.jsonl', '--any-attempt'])).toMatchObject({
+      source: { from: 'file', file: 'v.jsonl', anyAttempt: true },
     });
     expect(
-      parseCommand(['resolve', 'k', '--not-applied', '--reason', 'x', '--data-converter', 'dc.js']),
+      parseCommand([
+        'resolve',
+        'k',
+        '--not-applied',
+        '--reason',
+        'x',
+        '--fence',
+        '1',
+        '--data-converter',
+        'dc.js',
+      ]),
     ).toMatchObject({ name: 'resolve', key: 'k', dataConverter: 'dc.js' });
     expect(
       parseCommand(['resolve', '--from-file', 'v.jsonl', '--data-converter', 'dc.js']),
@@ -245,7 +272,17 @@ describe('sideeffect command line', () => {
       expected,
     );
     expect(
-      parseInvocation(['-n', 'prod', 'resolve', 'k', '--not-applied', '--reason', 'gone']),
+      parseInvocation([
+        '-n',
+        'prod',
+        'resolve',
+        'k',
+        '--not-applied',
+        '--reason',
+        'gone',
+        '--fence',
+        '1',
+      ]),
     ).toMatchObject({ command: { name: 'resolve', key: 'k' }, options: { namespace: 'prod' } });
     // `--` ends the options: a key that starts with a dash.
     expect(parseCommand(['show', '--', '-odd-key'])).toMatchObject({ key: '-odd-key' });
@@ -330,6 +367,22 @@ describe('sideeffect command line', () => {
     ],
     [['resolve', '--resource', 'r', 'k', '--applied', '--reason', 'x'], /unexpected argument "k"/],
     [['resolve', '--from-file', 'f', '--applied'], /--applied does not go with --from-file/],
+    // Which attempt was checked: required, and shown how to find it.
+    [['resolve', 'k', '--not-applied', '--reason', 'x'], /--fence N is required/],
+    [['resolve', 'k', '--not-applied', '--reason', 'x'], /sideeffect show k\n/],
+    [
+      ['resolve', 'k', '--applied', '--result', '{"id":1}', '--reason', 'in the bank'],
+      /sideeffect resolve k --applied --result '\{"id":1\}' --reason 'in the bank' --fence N/,
+    ],
+    [['resolve', 'k', '--not-applied', '--reason', 'x', '--fence', '0'], /positive integer/],
+    [
+      ['resolve', 'k', '--not-applied', '--reason', 'x', '--fence', '2', '--any-attempt'],
+      /--fence N or --any-attempt, not both/,
+    ],
+    [
+      ['resolve', '--resource', 'r', '--not-applied', '--reason', 'x'],
+      /--resource needs --any-attempt/,
+    ],
     [
       ['resolve', 'k', '--applied', '--reason', 'x', '--dry-run'],
       /--dry-run goes with --resource or --from-file/,

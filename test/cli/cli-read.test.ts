@@ -43,7 +43,10 @@ describe('sideeffect list and show against Postgres', () => {
       reason: expect.stringMatching(/gateway timeout/),
     });
     expect(shown.events.map((e: { to: string }) => e.to)).toEqual(['applying', 'uncertain']);
-    expect((await cli(['show', doubtful.key])).stdout).toMatch(/next: sideeffect resolve/);
+    const fence = (await fx.store.inspect(doubtful.key))!.fence;
+    expect((await cli(['show', doubtful.key])).stdout).toContain(
+      `sideeffect resolve ${doubtful.key} --fence ${fence} --not-applied`,
+    );
   });
 
   it('show of an unknown key exits 1', async () => {

@@ -18,6 +18,7 @@ describe('sideeffect resolve through the store', () => {
     const { key } = await uncertainKey();
     const first = await cli([
       'resolve',
+      '--any-attempt',
       key,
       '--applied',
       '--reason',
@@ -35,6 +36,7 @@ describe('sideeffect resolve through the store', () => {
 
     const second = await cli([
       'resolve',
+      '--any-attempt',
       key,
       '--not-applied',
       '--reason',
@@ -54,10 +56,24 @@ describe('sideeffect resolve through the store', () => {
     const free = { key: 'order-free/charge', resource: 'card-free' };
     const lease = await fx.store.acquire(free, 30_000);
     if (lease.outcome === 'granted') await fx.store.release(free, lease.lease);
-    const refused = await cli(['resolve', free.key, '--not-applied', '--reason', 'x']);
+    const refused = await cli([
+      'resolve',
+      '--any-attempt',
+      free.key,
+      '--not-applied',
+      '--reason',
+      'x',
+    ]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/not uncertain \(state: free\)/);
-    const unknown = await cli(['resolve', 'never-seen', '--not-applied', '--reason', 'x']);
+    const unknown = await cli([
+      'resolve',
+      '--any-attempt',
+      'never-seen',
+      '--not-applied',
+      '--reason',
+      'x',
+    ]);
     expect(unknown.code).toBe(1);
     expect((await fx.store.inspect(free.key))?.state).toBe('free');
   });
@@ -94,7 +110,9 @@ describe('sideeffect resolve through the store', () => {
       '--json',
     ]);
     expect(late.code).toBe(1);
-    expect(late.stderr).toMatch(/judges episode \(fence\) 1, but the key is at fence 2/);
+    expect(late.stderr).toContain(
+      `the attempt with fence 2 of "${action.key}" is the uncertain one now; your verdict judged the attempt with fence 1`,
+    );
     expect(JSON.parse(late.stdout).error.code).toBe('STALE_VERDICT');
     expect((await fx.store.inspect(action.key))?.state).toBe('uncertain');
     const bad = await cli([
@@ -113,7 +131,7 @@ describe('sideeffect resolve through the store', () => {
     const cases: Array<[string[], Record<string, string>, number, string]> = [
       [['show', 'never-seen', '-o', 'json'], {}, 1, 'NOT_FOUND'],
       [
-        ['resolve', 'never-seen', '--not-applied', '--reason', 'x', '--json'],
+        ['resolve', '--any-attempt', 'never-seen', '--not-applied', '--reason', 'x', '--json'],
         {},
         1,
         'NOT_UNCERTAIN',
@@ -134,11 +152,21 @@ describe('sideeffect resolve through the store', () => {
   it('resolve --dry-run says what the real run says: already decided is not "refused"', async () => {
     const notApplied = await uncertainKey();
     const applied = await uncertainKey();
-    await cli(['resolve', notApplied.key, '--not-applied', '--reason', 'absent', '--by', 'ann']);
+    await cli([
+      'resolve',
+      '--any-attempt',
+      notApplied.key,
+      '--not-applied',
+      '--reason',
+      'absent',
+      '--by',
+      'ann',
+    ]);
     expect(
       (
         await cli([
           'resolve',
+          '--any-attempt',
           applied.key,
           '--applied',
           '--result',
@@ -160,7 +188,15 @@ describe('sideeffect resolve through the store', () => {
     const keys = (entries: Array<{ key: string }>) => entries.map((entry) => entry.key).sort();
     const reports = [];
     for (const dry of [['--dry-run'], []]) {
-      const ran = await cli(['resolve', '--from-file', file, '-o', 'json', ...dry]);
+      const ran = await cli([
+        'resolve',
+        '--any-attempt',
+        '--from-file',
+        file,
+        '-o',
+        'json',
+        ...dry,
+      ]);
       expect(ran.code, ran.stderr).toBe(1);
       reports.push(JSON.parse(ran.stdout));
     }
@@ -178,6 +214,7 @@ describe('sideeffect resolve through the store', () => {
     const { key } = await uncertainKey();
     const ran = await cli([
       'resolve',
+      '--any-attempt',
       key,
       '--not-applied',
       '--reason',
@@ -199,7 +236,16 @@ describe('sideeffect resolve through the store', () => {
       '[profile.unreachable]\naddress = "127.0.0.1:2"\nnamespace = "elsewhere"\n',
     );
     const profiled = await cli(
-      ['resolve', again.key, '--not-applied', '--reason', 'absent', '--profile', 'unreachable'],
+      [
+        'resolve',
+        '--any-attempt',
+        again.key,
+        '--not-applied',
+        '--reason',
+        'absent',
+        '--profile',
+        'unreachable',
+      ],
       { TEMPORAL_CONFIG_FILE: config, TEMPORAL_ADDRESS: '', TEMPORAL_NAMESPACE: '' },
     );
     expect(profiled.code).toBe(3);

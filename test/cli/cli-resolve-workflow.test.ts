@@ -77,6 +77,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     expect(resolution).toMatchObject({ applied: false, by: 'ui:bob', decidedBy: 'signal' });
     const ran = await cli([
       'resolve',
+      '--any-attempt',
       key,
       '--applied',
       '--result',
@@ -94,6 +95,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     const { key, handle } = await waitingReconcile();
     const ran = await cli([
       'resolve',
+      '--any-attempt',
       key,
       '--applied',
       '--reason',
@@ -123,6 +125,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     const [ran, signalled] = await Promise.all([
       cli([
         'resolve',
+        '--any-attempt',
         key,
         '--applied',
         '--result',
@@ -153,6 +156,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     const { key, handle } = await waitingReconcile('charge');
     const cliRun = await cli([
       'resolve',
+      '--any-attempt',
       key,
       '--applied',
       '--result',
@@ -167,7 +171,7 @@ describe('sideeffect resolve racing the UI signal', () => {
 
     const file = path.join(tmpdir(), `verdicts-${process.pid}-${Date.now()}.jsonl`);
     await writeFile(file, `${JSON.stringify({ key, applied: true, reason: 'seen' })}\n`);
-    const batch = await cli(['resolve', '--from-file', file, '--json']);
+    const batch = await cli(['resolve', '--any-attempt', '--from-file', file, '--json']);
     expect(batch.code).toBe(1);
     expect(JSON.parse(batch.stdout).refused).toMatchObject([
       {
@@ -195,6 +199,7 @@ describe('sideeffect resolve racing the UI signal', () => {
 
     const good = await cli([
       'resolve',
+      '--any-attempt',
       key,
       '--applied',
       '--result',
@@ -210,6 +215,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     const { key, handle } = await waitingReconcile('notify');
     const refused = await cli([
       'resolve',
+      '--any-attempt',
       key,
       '--applied',
       '--result',
@@ -219,7 +225,16 @@ describe('sideeffect resolve racing the UI signal', () => {
     ]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/returns nothing/);
-    const ran = await cli(['resolve', key, '--applied', '--result', 'null', '--reason', 'seen']);
+    const ran = await cli([
+      'resolve',
+      '--any-attempt',
+      key,
+      '--applied',
+      '--result',
+      'null',
+      '--reason',
+      'seen',
+    ]);
     expect(ran.code, ran.stderr).toBe(0);
     expect(await handle.result()).toMatchObject({ applied: true, result: null });
   });
@@ -235,6 +250,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     try {
       const ran = await cli([
         'resolve',
+        '--any-attempt',
         key,
         '--not-applied',
         '--reason',
@@ -294,13 +310,14 @@ describe('sideeffect resolve racing the UI signal', () => {
       identity: 'ops-console@example.com',
     });
     const shown = await cli(['show', signalled.key]);
-    expect(shown.stdout).toMatch(/SENT BY/);
-    expect(shown.stdout).toMatch(/you\s+ops-console@example\.com\s+not in the bank/);
+    expect(shown.stdout).toMatch(/you\s+not in the bank/);
+    expect(shown.stdout).toContain('sent by: declared: ops-console@example.com');
 
     // The CLI's Update: the CLI process's client identity.
     const updated = await waitingReconcile();
     const ran = await cli([
       'resolve',
+      '--any-attempt',
       updated.key,
       '--not-applied',
       '--reason',
@@ -310,17 +327,21 @@ describe('sideeffect resolve racing the UI signal', () => {
     ]);
     expect(ran.code, ran.stderr).toBe(0);
     const viaUpdate = (await fx.store.events(updated.key)).at(-1);
-    expect(viaUpdate).toMatchObject({ actor: 'ann', identity: expect.stringMatching(/^\d+@/) });
+    expect(viaUpdate).toMatchObject({
+      actor: 'ann',
+      identity: expect.stringMatching(/^sideeffect-cli:.+@.+ \(pid \d+\)$/),
+    });
 
     // The store-only path names itself.
     const direct = await uncertainKey();
-    expect((await cli(['resolve', direct.key, '--not-applied', '--reason', 'checked'])).code).toBe(
-      0,
-    );
+    expect(
+      (await cli(['resolve', '--any-attempt', direct.key, '--not-applied', '--reason', 'checked']))
+        .code,
+    ).toBe(0);
     expect((await fx.store.events(direct.key)).at(-1)?.identity).toMatch(
-      /^\d+@.+ \(sideeffect CLI, store only\)$/,
+      /^sideeffect-cli:.+@.+ \(pid \d+, store only\)$/,
     );
     const json = JSON.parse((await cli(['show', direct.key, '--json'])).stdout);
-    expect(json.events.at(-1).identity).toMatch(/sideeffect CLI, store only/);
+    expect(json.events.at(-1).identity).toMatch(/store only\)$/);
   });
 });

@@ -147,7 +147,7 @@ describe('sideeffect resolve --from-file', () => {
     const raced = viaWorkflow[20]!;
     const uiVerdict = { applied: false, reason: 'checked by hand in the UI', by: 'bob' };
     const [run] = await Promise.all([
-      cli(['resolve', '--from-file', file, '--by', 'ops-batch', '--json']),
+      cli(['resolve', '--any-attempt', '--from-file', file, '--by', 'ops-batch', '--json']),
       harness.reconcile(raced).signal(resolveSignal, uiVerdict),
     ]);
     expect(run.code, run.stderr).toBe(1);
@@ -210,7 +210,9 @@ describe('sideeffect resolve --from-file', () => {
       expect((await store.inspect(key))?.state ?? 'absent').not.toBe('done');
 
     // Run again: every verdict is already decided or refused, nothing changes, exit 1.
-    const again = JSON.parse((await cli(['resolve', '--from-file', file, '--json'])).stdout);
+    const again = JSON.parse(
+      (await cli(['resolve', '--any-attempt', '--from-file', file, '--json'])).stdout,
+    );
     expect(again.decided).toEqual([]);
     expect(again.alreadyDecided.length + again.refused.length).toBe(500);
   }, 300_000);
@@ -225,16 +227,16 @@ describe('sideeffect resolve --from-file', () => {
         JSON.stringify({ key: 'file-bad-2/charge', applied: false, result: 1, reason: 'x' }),
       ].join('\n'),
     );
-    const run = await cli(['resolve', '--from-file', file]);
+    const run = await cli(['resolve', '--any-attempt', '--from-file', file]);
     expect(run.code).toBe(2);
     expect(run.stderr).toContain(`${file}:2: "result" only goes with "applied": true`);
     expect((await store.inspect('file-bad-1/charge'))?.state).toBe('uncertain');
 
     await writeFile(file, '{"key": "file-bad-1/charge", "applied": "no", "reason": "x"}\n');
-    expect((await cli(['resolve', '--from-file', file])).stderr).toContain(
+    expect((await cli(['resolve', '--any-attempt', '--from-file', file])).stderr).toContain(
       ':1: invalid applied: must be a boolean',
     );
-    const mixed = await cli(['resolve', '--from-file', file, '--not-applied']);
+    const mixed = await cli(['resolve', '--any-attempt', '--from-file', file, '--not-applied']);
     expect(mixed.code).toBe(2);
     expect(mixed.stderr).toContain('--not-applied does not go with --from-file');
   });
@@ -259,6 +261,7 @@ describe('sideeffect resolve --resource', () => {
 
     const dry = await cli([
       'resolve',
+      '--any-attempt',
       '--resource',
       'card:outage',
       '--older-than',
@@ -275,6 +278,7 @@ describe('sideeffect resolve --resource', () => {
 
     const human = await cli([
       'resolve',
+      '--any-attempt',
       '--resource',
       'card:outage',
       '--older-than',
@@ -295,6 +299,7 @@ describe('sideeffect resolve --resource', () => {
 
     const rest = await cli([
       'resolve',
+      '--any-attempt',
       '--resource',
       'card:outage',
       '--newer-than',
@@ -311,6 +316,7 @@ describe('sideeffect resolve --resource', () => {
 
     const usage = await cli([
       'resolve',
+      '--any-attempt',
       '--resource',
       'card:outage',
       '--applied',

@@ -213,11 +213,15 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
 
     // The operator checks the ledger and reports what the transfer did.
     const result: Receipt = { receipt: `tx-${written!.id}`, amount: 4200 };
+    // The attempt checked, as `sideeffect show` and the workflow's details print it.
+    const fence = (await store.inspect(key))!.fence;
+    expect(waiting.fence).toBe(fence);
     const resolution = {
       applied: true,
       result,
       reason: 'seen in the ledger',
       by: 'ui-test',
+      fence,
     };
     // Exactly what the demo prints for a person to paste.
     const { text, pasteable } = resolveInstructions({
@@ -319,8 +323,13 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     expect(events.at(-1)).toMatchObject({
       from: 'uncertain',
       to: 'done',
+      fence,
       reason: 'seen in the ledger',
       actor: 'ui-test',
+      // The UI sends its signals without a Temporal identity: recorded as such, not as nothing.
+      identity: '(none: the signal carried no identity, as the Temporal web UI sends it)',
+      // The worker's database role recorded it, whatever the signal claimed.
+      dbUser: expect.any(String),
     });
   }, 240_000);
 });

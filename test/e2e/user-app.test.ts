@@ -233,6 +233,7 @@ describe.each(SDKS)('a user app on SDK $sdk', ({ sdk, envconfig }) => {
       path.join(app, 'node_modules/.bin/sideeffect'),
       [
         'resolve',
+        '--any-attempt',
         keys.cli,
         '--applied',
         '--result',

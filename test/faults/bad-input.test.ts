@@ -295,17 +295,32 @@ describe('bad input changes nothing', () => {
       [2, ['resolve', uncertain.key, '--not-applied', '--reason', 'x', '--result', '1']],
       [2, ['resolve', uncertain.key, '--applied', '--reason', 'x', '--result', '{not json']],
       [2, ['resolve', uncertain.key, '--applied', '--reason', 'x', '--color', 'red']],
+      // Which attempt was checked is required: a verdict must not land on a later one.
+      [2, ['resolve', uncertain.key, '--not-applied', '--reason', 'x']],
       [2, ['list', '--limit', '-1']],
       [2, ['list', '--limit', 'ten']],
       [2, ['list', '--state', `uncertain'; --`]],
       [2, ['show', 'a', 'b']],
       [2, ['purge', '--older-than', 'yesterday']],
-      [1, ['resolve', LONG_KEY, '--not-applied', '--reason', 'x']],
-      [1, ['resolve', SQL_KEY, '--not-applied', '--reason', 'x']],
+      [1, ['resolve', '--any-attempt', LONG_KEY, '--not-applied', '--reason', 'x']],
+      [1, ['resolve', '--any-attempt', SQL_KEY, '--not-applied', '--reason', 'x']],
       [1, ['show', SQL_KEY]],
-      [1, ['resolve', 'bad/nope', '--applied', '--result', 'null', '--reason', 'x']],
-      [1, ['resolve', free.key, '--applied', '--result', 'null', '--reason', 'x']],
-      [1, ['resolve', done.key, '--not-applied', '--reason', 'a conflicting second verdict']],
+      [
+        1,
+        ['resolve', '--any-attempt', 'bad/nope', '--applied', '--result', 'null', '--reason', 'x'],
+      ],
+      [1, ['resolve', '--any-attempt', free.key, '--applied', '--result', 'null', '--reason', 'x']],
+      [
+        1,
+        [
+          'resolve',
+          '--any-attempt',
+          done.key,
+          '--not-applied',
+          '--reason',
+          'a conflicting second verdict',
+        ],
+      ],
     ];
     for (const [expected, args] of cases) {
       const before = await snapshot();

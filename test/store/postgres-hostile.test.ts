@@ -140,8 +140,17 @@ describe.each([
         ['list'],
         ['show', a.key],
         ['stats'],
-        ['resolve', '--resource', 'r-6', '--not-applied', '--reason', 'checked', '--dry-run'],
-        ['resolve', 'k-cli', '--not-applied', '--reason', 'checked'],
+        [
+          'resolve',
+          '--any-attempt',
+          '--resource',
+          'r-6',
+          '--not-applied',
+          '--reason',
+          'checked',
+          '--dry-run',
+        ],
+        ['resolve', '--any-attempt', 'k-cli', '--not-applied', '--reason', 'checked'],
         ['purge', '--older-than', '30d', '--yes'],
       ]) {
         const run = await runCli(args, env);

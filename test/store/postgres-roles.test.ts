@@ -165,7 +165,7 @@ describe('docs/database-roles.md, run as written', () => {
         expect({ args, code: run.code, stderr: run.stderr }).toMatchObject({ code: 0 });
       }
       const resolved = await runCli(
-        ['resolve', 'lost', '--not-applied', '--reason', 'not in the ledger'],
+        ['resolve', '--any-attempt', 'lost', '--not-applied', '--reason', 'not in the ledger'],
         { ...env, TEMPORAL_ADDRESS: '127.0.0.1:1' },
       );
       // No Temporal: the verdict is recorded in the store, and exit 3 says no workflow was told.

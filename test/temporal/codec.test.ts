@@ -150,7 +150,16 @@ describe('a Worker with an encryption codec', () => {
 
       // Without the converter the CLI cannot read the reconcile and decides nothing.
       const blind = await runCli(
-        ['resolve', key, '--applied', '--result', '"charged"', '--reason', 'seen at the bank'],
+        [
+          'resolve',
+          '--any-attempt',
+          key,
+          '--applied',
+          '--result',
+          '"charged"',
+          '--reason',
+          'seen at the bank',
+        ],
         env,
       );
       expect(blind.code).toBe(3);
@@ -160,6 +169,7 @@ describe('a Worker with an encryption codec', () => {
       const cli = await runCli(
         [
           'resolve',
+          '--any-attempt',
           key,
           '--applied',
           '--result',

@@ -285,7 +285,7 @@ describe('reconciling an uncertain side effect', () => {
       return s.rejected.length === 1 ? s : undefined;
     }, 'the stale signal in the rejected entries');
     expect(refused.rejected[0]?.error).toMatch(
-      /judges episode \(fence\) 1, but the key is at fence 2/,
+      /the attempt with fence 2 of ".*" is the uncertain one now; your verdict judged the attempt with fence 1/,
     );
     expect(refused.state).toBe('waiting');
 

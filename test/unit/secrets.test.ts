@@ -15,7 +15,7 @@ describe('no password in any output', () => {
     for (const json of [[], ['--json']]) {
       const lines: string[] = [];
       const code = await main(
-        ['resolve', 'k', '--not-applied', '--reason', 'checked', ...json],
+        ['resolve', 'k', '--not-applied', '--reason', 'checked', '--fence', '1', ...json],
         { out: (line) => lines.push(line), err: (line) => lines.push(line) },
         env,
       );

@@ -260,18 +260,19 @@ const SQL = {
   uncertainBacklog: (s: string) => uncertainBacklog(s),
   // The logged events, with the two recorded on the key row in their place: its first grant (or
   // transactional commit) before them, its completion after them. Each reads as it would logged.
-  events: (s: string) => `select key, from_state, to_state, fence, reason, actor, identity,
+  events: (s: string) => `select key, from_state, to_state, fence, reason, actor, identity, db_user,
     ${s}.epoch_ms(at) as at_ms from (
       select key, 'free' as from_state, granted_state as to_state, granted_fence as fence,
         case granted_state when 'done' then 'applied in transaction' else 'granted' end as reason,
         case granted_state when 'done' then 'executeInTransaction' else 'acquire' end as actor,
-        granted_at as at, null::text as identity, 0 as part, 0::bigint as id
+        granted_at as at, null::text as identity, null::text as db_user, 0 as part, 0::bigint as id
       from ${s}.keys where key = $1 and granted_at is not null
       union all
-      select key, from_state, to_state, fence, reason, actor, at, identity, 1, id
+      select key, from_state, to_state, fence, reason, actor, at, identity, db_user, 1, id
       from ${s}.events where key = $1
       union all
-      select key, completed_from, 'done', fence, 'completed', 'complete', updated_at, null, 2, 0
+      select key, completed_from, 'done', fence, 'completed', 'complete', updated_at, null, null,
+        2, 0
       from ${s}.keys where key = $1 and completed_from is not null
     ) logged order by part, id`,
 };
@@ -1108,6 +1109,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       reason: string;
       actor: string;
       identity: string | null;
+      db_user: string | null;
       at_ms: string;
     }>('events', [key]);
     return rows.map((row) => ({
@@ -1118,6 +1120,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       reason: maskConnectionString(row.reason),
       actor: row.actor,
       ...(row.identity === null ? {} : { identity: row.identity }),
+      ...(row.db_user === null ? {} : { dbUser: row.db_user }),
       at: int(row.at_ms),
     }));
   }

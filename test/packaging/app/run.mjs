@@ -79,6 +79,7 @@ await worker.runUntil(async () => {
   const resolved = await promisify(execFile)(process.execPath, [
     cli,
     'resolve',
+    '--any-attempt',
     key,
     '--applied',
     '--result',
