@@ -149,6 +149,32 @@ describe('a sink on another schema than its store (issue 31)', () => {
     expect(await h.sink.highestFence('never-issued')).toBe(0);
   });
 
+  it('separateDatabase: a sink whose data lives apart from any store checks only its own marks', async () => {
+    const downstream = await freshSchema('pg_sink_apart');
+    try {
+      await migrate(downstream.pool, { schema: downstream.schema, log: () => {} });
+      const apart = new PgFencedSink({
+        pool: downstream.pool,
+        schema: downstream.schema,
+        separateDatabase: true,
+      });
+      expect(await apart.writeFenced('elsewhere', 5, async () => 'written')).toBe('written');
+      expect(await apart.highestFence('elsewhere')).toBe(5);
+      await expect(apart.writeFenced('elsewhere', 4, async () => {})).rejects.toBeInstanceOf(
+        FenceStaleError,
+      );
+      // The same schema without the option: nobody there issued fence 6.
+      const checked = new PgFencedSink({ pool: downstream.pool, schema: downstream.schema });
+      await expect(checked.writeFenced('elsewhere', 6, async () => {})).rejects.toMatchObject({
+        code: 'STORE_MISCONFIGURED',
+      });
+      await apart.close();
+      await checked.close();
+    } finally {
+      await downstream.drop();
+    }
+  });
+
   it("a paused holder's write at fence 1 through a sink on another schema never lands after a transactional holder's at fence 2", async () => {
     const other = await freshSchema('pg_sink_other');
     try {

@@ -44,6 +44,15 @@ export interface PgFencedSinkOptions extends PoolOptions {
    * @default 1_000
    */
   lockWaitMs?: number;
+  /**
+   * The data this sink guards lives in another database than the store, where the sink's schema
+   * was migrated only for `sink_fences`: no store there issues fences, so the check above cannot
+   * run and is skipped. Leave it off whenever the store shares the sink's database, or a sink on
+   * the wrong schema goes unnoticed. Transactional effects write in the store's database, so they
+   * never share a resource with such a sink.
+   * @default false
+   */
+  separateDatabase?: boolean;
 }
 
 const MAX_REMEMBERED_WRITERS = 10_000;
@@ -59,11 +68,11 @@ const SQL = {
     ), bound as materialized (
       select pg_catalog.set_config('lock_timeout', $3::text, true) as bounded from prior
     ), raised as materialized (
-      select ${s}.raise_sink_mark($1, $2, false) as fence from bound
+      select ${s}.raise_sink_mark($1, $2, false, $4) as fence from bound
     )
     select fence, pg_catalog.set_config('lock_timeout', (select before from prior), true)
       from raised`,
-  raiseAtLeast: (s: string) => `select ${s}.raise_sink_mark($1, $2, true) as fence`,
+  raiseAtLeast: (s: string) => `select ${s}.raise_sink_mark($1, $2, true, $3) as fence`,
   highest: (s: string) => `select fence from ${s}.sink_fences where resource = $1`,
 };
 
@@ -107,9 +116,12 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   readonly #lockTimeout: string;
 
   readonly #schema: string;
+  /** Whether the sink's schema has a store issuing the fences it sees (not separateDatabase). */
+  readonly #issuedHere: boolean;
 
   constructor(options: PgFencedSinkOptions = {}) {
     this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#issuedHere = options.separateDatabase !== true;
     this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,
     });
@@ -212,8 +224,14 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
       try {
         raised = await beforeCommit(() =>
           operation === 'writeFenced'
-            ? client.query({ ...this.#sql.raise, values: [resource, fence, this.#lockTimeout] })
-            : client.query({ ...this.#sql.raiseAtLeast, values: [resource, fence] }),
+            ? client.query({
+                ...this.#sql.raise,
+                values: [resource, fence, this.#lockTimeout, this.#issuedHere],
+              })
+            : client.query({
+                ...this.#sql.raiseAtLeast,
+                values: [resource, fence, this.#issuedHere],
+              }),
         );
       } catch (error) {
         const cause = (error as { cause?: { code?: unknown; message?: string } }).cause;
@@ -229,7 +247,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
         throw markNotApplied(
           new StoreMisconfiguredError(
             this.#schema,
-            `PgFencedSink: ${cause.message ?? 'fence not issued'}; a sink on another schema than its store's never sees the fences a transactional grant raises, so stale writes could land. Give the sink the store's schema`,
+            `PgFencedSink: ${cause.message ?? 'fence not issued'}; a sink on another schema than its store's never sees the fences a transactional grant raises, so stale writes could land. Give the sink the store's schema (or, for data in another database than the store's, separateDatabase: true)`,
             cause,
           ),
         );

@@ -83,9 +83,12 @@ $$;
 -- (whose fences it never sees raised by transactional grants) is refused at its first write
 -- instead of letting a paused holder's stale write land (SE131). p_at_least: raise to at least
 -- p_fence (a read, or the grant; a probe's read may name the next fence, one past the issued
--- one); otherwise refuse a lower one. Returns the mark, or null when a
--- newer fence is recorded (nothing raised).
-create function raise_sink_mark(p_resource text, p_fence bigint, p_at_least boolean)
+-- one); otherwise refuse a lower one. p_issued_here false: the sink's data lives in another
+-- database than its store (PgFencedSink's separateDatabase), where no store issues fences, so
+-- none can be checked. Returns the mark, or null when a newer fence is recorded (nothing raised).
+create function raise_sink_mark(
+  p_resource text, p_fence bigint, p_at_least boolean, p_issued_here boolean default true
+)
   returns bigint
   language plpgsql
   set search_path from current
@@ -96,12 +99,12 @@ declare
 begin
   select fence into v_issued from resources where resource = p_resource;
   -- A probe reads with the fence after the key's last (src/activities), one past the issued one.
-  if v_issued is null or p_fence > v_issued + p_at_least::integer then
+  if p_issued_here and (v_issued is null or p_fence > v_issued + p_at_least::integer) then
     raise exception using
       errcode = 'SE131',
       message = format('sideeffect: fence %s of resource %s was never issued by the store of schema %s',
                        p_fence, p_resource, current_schema()),
-      hint = 'Give the PgFencedSink the schema of the store whose leases it checks.';
+      hint = 'Give the PgFencedSink the schema of the store whose leases it checks, or, for data in another database than the store''s, separateDatabase: true.';
   end if;
   if p_at_least then
     insert into sink_fences as sink (resource, fence) values (p_resource, p_fence)
