@@ -41,7 +41,7 @@ const postgres = [
  */
 const soakPostgres = ['test/store/postgres-concurrency.test.ts', 'test/store/postgres.test.ts'];
 const longOnly = ['test/faults/faults.test.ts'];
-const soakTemporal = ['test/faults/mixed.test.ts', ...longOnly];
+const soakTemporal = ['test/faults/mixed.test.ts', 'test/e2e/sdk-matrix.test.ts', ...longOnly];
 
 /**
  * Files whose soak floods one in-process worker (bursts of signals for minutes) and asserts that

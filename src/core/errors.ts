@@ -22,7 +22,8 @@ export type SideEffectErrorCode =
   | 'NOT_APPLIED'
   | 'INVALID_SCHEMA'
   | 'PURGE_BELOW_FLOOR'
-  | 'TRANSACTION_ENDED';
+  | 'TRANSACTION_ENDED'
+  | 'UNSUPPORTED_SDK';
 
 /**
  * Codes of 0.1 that a rename replaced, still matched by {@link hasCode} until 0.3:
@@ -421,3 +422,23 @@ export type OutcomeUnknownError = OutcomeUncertainError;
 export const UnknownOutcomeError = UnexpectedStoreAnswerError;
 /** @deprecated Renamed {@link UnexpectedStoreAnswerError}. */
 export type UnknownOutcomeError = UnexpectedStoreAnswerError;
+
+/**
+ * The Temporal SDK on this worker cannot run the library's waiting workflows: its workflow
+ * bundler predates the SDK's fix for webpack >= 5.108 (sdk-typescript#2170), so with the reused V8
+ * context every workflow of the worker shares one module cache and a second waiting workflow never
+ * wakes. Refused at `Worker.create`, where the fix (`fixedIn`) can still be installed, instead of
+ * a caller left running for ever.
+ */
+export class UnsupportedSdkError extends SideEffectError {
+  readonly code = 'UNSUPPORTED_SDK';
+  constructor(
+    /** The `@temporalio/worker` version found, or `'a prebuilt workflowBundle'`. */
+    readonly installed: string,
+    /** The first release with the fix to upgrade to. */
+    readonly fixedIn: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}

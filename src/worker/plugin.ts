@@ -30,6 +30,7 @@ import {
   defineCompatibleWith,
 } from './compatibility.js';
 import { lifecycleDefaults } from './lifecycle.js';
+import { bundlerIsolationError } from './sdk-check.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 import { Sweeper } from './sweeper.js';
 import {
@@ -116,9 +117,11 @@ interface Setup {
  *
  * The way in on the worker side. Built on the SDK's `WorkerPlugin` interface, which the SDK
  * marks experimental: a minor SDK release may change it, so keep the SDK within the versions
- * this library is tested with (1.15.1 to 1.24.0; the peer dependency table of
+ * this library is tested with (package.json's peer range; the peer dependency table of
  * docs/production.md). Should an SDK release break it, `createSideEffectActivities` registers
- * the effects without it (and without what it adds).
+ * the effects without it (and without what it adds). `Worker.create` fails with
+ * UnsupportedSdkError on an SDK whose workflow bundler lacks the fix for webpack >= 5.108 (a
+ * second waiting workflow would never wake), naming the release to upgrade to.
  *
  * @example
  * ```ts
@@ -194,6 +197,8 @@ export class SideEffectPlugin implements WorkerPlugin {
         'client',
         "the Worker encodes payloads with codecs but SideEffectPlugin's client has none, so ReconcileWorkflow inputs and signals would be stored unencoded: give that Client the Worker's dataConverter, or leave `client` out",
       );
+    const unisolated = bundlerIsolationError(options);
+    if (unisolated) throw unisolated;
     const wrongBundle =
       options.workflowBundle && bundleCompatibilityError(options.workflowBundle, compatibleWith);
     if (wrongBundle) throw wrongBundle;
