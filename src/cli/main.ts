@@ -18,7 +18,7 @@ import {
   PgStore,
   storeStats,
 } from '../store/postgres/index.js';
-import { quoteSchema } from '../store/postgres/sql.js';
+import { defaultSchema, quoteSchema } from '../store/postgres/sql.js';
 import { type ClusterOptions, type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, type GlobalOptions, type Output, parseInvocation } from './args.js';
 import { type CodecServer, startCodecServer } from './codec-server.js';
@@ -50,7 +50,7 @@ export interface CliEnvironment {
 export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
   return {
     database: connectionConfig({ env }),
-    schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
+    schema: defaultSchema(env),
     temporal: (overrides) => clusterSettings({ env, ...definedOnly(overrides) }),
     ...(env.SIDEEFFECT_DATA_CONVERTER ? { dataConverterPath: env.SIDEEFFECT_DATA_CONVERTER } : {}),
   };

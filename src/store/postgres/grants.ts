@@ -1,5 +1,5 @@
 import { InvalidActionError } from '../../core/errors.js';
-import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
+import { defaultSchema, quoteSchema } from './sql.js';
 
 /**
  * What a database role does with the store, each given exactly what it needs (docs/database-roles.md):
@@ -32,7 +32,7 @@ const RESOLVE_WITH_IDENTITY = 'resolve_uncertain(text, boolean, bytea, text, tex
  * ```
  */
 export function grantsScript(options: { schema?: string; role: string; kind: RoleKind }): string {
-  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schemaName = options.schema ?? defaultSchema();
   const s = quoteSchema(schemaName);
   const { role, kind } = options;
   if (typeof role !== 'string' || role.length === 0 || role.includes('\0')) {

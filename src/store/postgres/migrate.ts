@@ -7,7 +7,7 @@ import {
 } from '../../core/errors.js';
 import { embeddedMigrations } from './migrations.generated.js';
 import { checkoutFor } from './session.js';
-import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
+import { defaultSchema, quoteSchema } from './sql.js';
 
 /** Arbitrary, fixed first half of the advisory lock key; the second half is the schema's hash. */
 const LOCK_CLASS = 0x5e1d;
@@ -75,7 +75,7 @@ export function listMigrations(): readonly Migration[] {
  * ```
  */
 export function migrationScript(options: { schema?: string } = {}): string {
-  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schemaName = options.schema ?? defaultSchema();
   const schema = quoteSchema(schemaName);
   const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
   const parts = [
@@ -105,7 +105,7 @@ export function migrationScript(options: { schema?: string } = {}): string {
 export interface MigrateOptions {
   /**
    * The schema holding the store's tables and functions.
-   * @default 'sideeffect'
+   * @default `SIDEEFFECT_SCHEMA`, else 'sideeffect'
    */
   schema?: string;
   /**
@@ -160,7 +160,7 @@ function lockTimedOut(error: unknown): boolean {
  * ```
  */
 export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Promise<string[]> {
-  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schemaName = options.schema ?? defaultSchema();
   const schema = quoteSchema(schemaName);
   const lockTimeoutMs = options.lockTimeoutMs ?? 1_000;
   if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > 2 ** 31 - 1) {
@@ -309,7 +309,7 @@ export async function migrationStatus(
   pool: pg.Pool,
   options: { schema?: string } = {},
 ): Promise<MigrationStatus> {
-  const name = options.schema ?? DEFAULT_SCHEMA;
+  const name = options.schema ?? defaultSchema();
   const schema = quoteSchema(name);
   let rows: Array<{
     version: number;

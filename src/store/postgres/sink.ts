@@ -11,7 +11,7 @@ import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
 import { checkoutFor, storeError } from './session.js';
 import {
-  DEFAULT_SCHEMA,
+  defaultSchema,
   int,
   openPool,
   type PoolOptions,
@@ -23,7 +23,7 @@ import {
 export interface PgFencedSinkOptions extends PoolOptions {
   /**
    * The schema holding `sink_fences` (created by `migrate()`); usually the store's schema.
-   * @default 'sideeffect'
+   * @default `SIDEEFFECT_SCHEMA`, else 'sideeffect'
    */
   schema?: string;
   /**
@@ -81,7 +81,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   readonly #committed = new Set<string>();
 
   constructor(options: PgFencedSinkOptions = {}) {
-    this.#sql = statements(options.schema ?? DEFAULT_SCHEMA, SQL, {
+    this.#sql = statements(options.schema ?? defaultSchema(), SQL, {
       named: options.transactionPooling !== true,
     });
     this.#maxResourceBytes = options.limits?.maxResourceBytes ?? defaultLimits.maxResourceBytes;

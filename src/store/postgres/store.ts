@@ -60,7 +60,7 @@ import {
 } from './session.js';
 import {
   asBuffer,
-  DEFAULT_SCHEMA,
+  defaultSchema,
   int,
   openPool,
   type PoolOptions,
@@ -73,7 +73,7 @@ import {
 export interface PgStoreOptions extends PoolOptions {
   /**
    * The schema `migrate()` was run on.
-   * @default 'sideeffect'
+   * @default `SIDEEFFECT_SCHEMA`, else 'sideeffect'
    */
   schema?: string;
   /**
@@ -390,7 +390,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
     this.#lockWaitMs = lockWaitMs;
     this.#lockTimeout = `${lockWaitMs}ms`;
-    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#schema = options.schema ?? defaultSchema();
     this.#transactionPooling = options.transactionPooling === true;
     this.#sweepLockKey = sweepLockKey(this.#schema);
     this.#sql = statements(this.#schema, SQL, {
