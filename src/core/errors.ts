@@ -269,9 +269,10 @@ export class StoreUnavailableError extends SideEffectError {
 
 /**
  * The store's schema lacks what this code needs: never migrated, migrated by an older version, or
- * the worker names another schema (or database) than the one migrated. A retry cannot fix that,
- * so it fails at once with the fix in the message, instead of retrying as "store unavailable"
- * for ever.
+ * the worker names another schema (or database) than the one migrated; or, at a worker's start
+ * and in the CLI, Postgres refused the user, the password, the database or a privilege. A retry
+ * cannot fix that, so it fails at once with the fix in the message, instead of retrying as
+ * "store unavailable" for ever.
  */
 export class StoreMisconfiguredError extends SideEffectError {
   readonly code = 'STORE_MISCONFIGURED';
@@ -280,10 +281,12 @@ export class StoreMisconfiguredError extends SideEffectError {
     readonly schema: string | undefined,
     problem: string,
     cause?: unknown,
+    /** What to do, when it is not to migrate (Postgres refused the user, database or privilege). */
+    fix?: string,
   ) {
     const name = schema ?? '<schema>';
     super(
-      `${problem}: run \`sideeffect migrate --schema ${name}\` (or \`migrate(pool, { schema: '${name}' })\`) against the database this worker uses, or point the worker at the schema you migrated`,
+      `${problem}: ${fix ?? `run \`sideeffect migrate --schema ${name}\` (or \`migrate(pool, { schema: '${name}' })\`) against the database this worker uses, or point the worker at the schema you migrated`}`,
       cause === undefined ? undefined : { cause },
     );
   }

@@ -382,8 +382,9 @@ interface MigratedStore {
  * or database, or the package upgraded without `migrate`): otherwise every effect would retry
  * "relation does not exist" for ever. A schema a newer version migrated only warns when each of
  * its new migrations declared itself backward-compatible (a rollback must still start), and is
- * refused otherwise, as `migrate()` refuses it. An unreachable database only warns: the
- * activities retry until it answers.
+ * refused otherwise, as `migrate()` refuses it. So is a database that refuses the worker's user,
+ * password, database name or privileges (naming host, database and user). An unreachable
+ * database only warns: the activities retry until it answers.
  */
 async function checkSchema(
   store: Store,
@@ -395,6 +396,8 @@ async function checkSchema(
   try {
     read = await status.call(store);
   } catch (error) {
+    // Postgres refused the user, password, database or a privilege: no retry will fix that.
+    if (error instanceof StoreMisconfiguredError) return error;
     logger.warn("sideeffect: could not read the store schema's migrations at start", {
       error: error instanceof Error ? error.message : String(error),
     });

@@ -5,6 +5,7 @@ import {
   MigrationConflictError,
   StoreUnavailableError,
 } from '../../core/errors.js';
+import { connectionRefusal } from './connection.js';
 import { embeddedMigrations } from './migrations.generated.js';
 import { checkoutFor } from './session.js';
 import { defaultSchema, quoteSchema } from './sql.js';
@@ -178,6 +179,9 @@ export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Prom
     try {
       return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log);
     } catch (error) {
+      // A user, password, database or privilege Postgres refuses: no retry or outage, a mistake.
+      const refused = connectionRefusal(pool, error, schemaName);
+      if (refused) throw refused;
       if (!(error instanceof StoreUnavailableError && lockTimedOut(error.cause))) throw error;
       if (attempt >= retries) throw error;
       const pause = Math.min(2_000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
@@ -334,7 +338,9 @@ export async function migrationStatus(
         )
       ).rows;
   } catch (error) {
-    throw new StoreUnavailableError('migrationStatus', error);
+    throw (
+      connectionRefusal(pool, error, name) ?? new StoreUnavailableError('migrationStatus', error)
+    );
   }
   const shipped = listMigrations();
   const recorded = new Set(rows.map((row) => row.version));
