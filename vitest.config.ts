@@ -27,6 +27,7 @@ const postgres = [
   'test/store/**/*.test.ts',
   'test/cli/cli-read.test.ts',
   'test/cli/cli-migrate-purge.test.ts',
+  'test/cli/cli-connection.test.ts',
   'test/faults/probe-race.test.ts',
   'test/faults/transactional.test.ts',
   'test/packaging/bundle-migrate.test.ts',
