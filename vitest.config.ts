@@ -27,6 +27,7 @@ const postgres = [
   'test/store/**/*.test.ts',
   'test/cli/cli-read.test.ts',
   'test/cli/cli-migrate-purge.test.ts',
+  'test/cli/cli-connection.test.ts',
   'test/faults/probe-race.test.ts',
   'test/faults/transactional.test.ts',
   'test/faults/hot-resource.test.ts',
@@ -46,7 +47,7 @@ const soakPostgres = [
   'test/faults/hot-resource.test.ts',
 ];
 const longOnly = ['test/faults/faults.test.ts'];
-const soakTemporal = ['test/faults/mixed.test.ts', ...longOnly];
+const soakTemporal = ['test/faults/mixed.test.ts', 'test/e2e/sdk-matrix.test.ts', ...longOnly];
 
 /**
  * Files whose soak floods one in-process worker (bursts of signals for minutes) and asserts that

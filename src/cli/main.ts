@@ -14,6 +14,7 @@ import { decodeJson } from '../core/json.js';
 import { maskConnectionString } from '../core/mask.js';
 import type { Store } from '../core/store.js';
 import type { KeyRecord } from '../core/types.js';
+import { connectionRefusal, connectionTarget } from '../store/postgres/connection.js';
 import {
   connectionConfig,
   grantsScript,
@@ -23,7 +24,7 @@ import {
   PgStore,
   storeStats,
 } from '../store/postgres/index.js';
-import { quoteSchema } from '../store/postgres/sql.js';
+import { defaultSchema, quoteSchema } from '../store/postgres/sql.js';
 import { type ClusterOptions, type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, type GlobalOptions, type Output, parseInvocation } from './args.js';
 import { type CodecServer, startCodecServer, tokenProblem } from './codec-server.js';
@@ -57,7 +58,7 @@ export interface CliEnvironment {
 export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
   return {
     database: connectionConfig({ env }),
-    schema: env.SIDEEFFECT_SCHEMA || 'sideeffect',
+    schema: defaultSchema(env),
     temporal: (overrides) => clusterSettings({ env, ...definedOnly(overrides) }),
     ...(env.SIDEEFFECT_DATA_CONVERTER ? { dataConverterPath: env.SIDEEFFECT_DATA_CONVERTER } : {}),
     ...(env.SIDEEFFECT_CODEC_TOKEN !== undefined ? { codecToken: env.SIDEEFFECT_CODEC_TOKEN } : {}),
@@ -146,8 +147,15 @@ export async function main(
       return fail(error.code, error.message, EXIT.usage);
     }
   }
+  const database = options.connection ? { connectionString: options.connection } : env.database;
+  if (database.connectionString !== undefined && !isPostgresUrl(database.connectionString))
+    return fail(
+      'USAGE',
+      `${options.connection ? '--connection' : 'DATABASE_URL'} is not a Postgres URL: write it as postgres://USER@HOST:PORT/DATABASE`,
+      EXIT.usage,
+    );
   const pool = new pg.Pool({
-    ...(options.connection ? { connectionString: options.connection } : env.database),
+    ...database,
     max: 2,
     connectionTimeoutMillis: 5_000,
   });
@@ -160,12 +168,21 @@ export async function main(
       identity: cliIdentity(),
       ...(dataConverter ? { dataConverter } : {}),
     });
-  const temporal = () =>
-    env.temporal({
-      address: options.address,
-      namespace: options.namespace,
-      profile: options.profile,
-    });
+  const temporal = () => {
+    try {
+      return env.temporal({
+        address: options.address,
+        namespace: options.namespace,
+        profile: options.profile,
+      });
+    } catch (error) {
+      // An unknown profile, an unreadable config file: configuration, not an outage.
+      throw new UsageError(
+        `the Temporal client configuration (--profile, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE): ${(error as Error).message}`,
+        HELP.main!,
+      );
+    }
+  };
   try {
     return await run(command, {
       confirm: output.confirm,
@@ -179,14 +196,15 @@ export async function main(
       temporalClient,
     });
   } catch (error) {
+    if (error instanceof UsageError) return fail(error.code, error.message, EXIT.usage);
+    // The user, password, database or a privilege refused: a mistake to fix, not an outage.
+    const refused = connectionRefusal(pool, error, schema);
+    if (refused) return fail(refused.code, refused.message, EXIT.usage);
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
-    return fail(
-      code,
-      error instanceof Error ? error.message : String(error),
-      error instanceof SideEffectError && code !== 'STORE_UNAVAILABLE'
-        ? EXIT.refused
-        : EXIT.unavailable,
-    );
+    const message = error instanceof Error ? error.message : String(error);
+    if (code === 'STORE_UNAVAILABLE')
+      return fail(code, `${message} (${connectionTarget(pool)})`, EXIT.unavailable);
+    return fail(code, message, error instanceof SideEffectError ? EXIT.refused : EXIT.unavailable);
   } finally {
     await pool.end();
   }
@@ -610,6 +628,19 @@ async function serveCodec(
   });
   await server.close();
   return EXIT.ok;
+}
+
+/**
+ * What pg can connect with: a postgres:// or postgresql:// URL, or a socket path. Anything else pg
+ * reads as a host name ("not-a-url" became a DNS lookup of "base") and the CLI called it an outage.
+ */
+function isPostgresUrl(value: string): boolean {
+  if (value.startsWith('/')) return true;
+  try {
+    return ['postgres:', 'postgresql:', 'socket:'].includes(new URL(value).protocol);
+  } catch {
+    return false;
+  }
 }
 
 /** A yes/no question on the terminal; anything but y or yes is no. */

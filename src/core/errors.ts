@@ -23,7 +23,8 @@ export type SideEffectErrorCode =
   | 'INVALID_SCHEMA'
   | 'PURGE_BELOW_FLOOR'
   | 'TRANSACTION_ENDED'
-  | 'TRANSACTION_MISUSE';
+  | 'TRANSACTION_MISUSE'
+  | 'UNSUPPORTED_SDK';
 
 /**
  * Codes of 0.1 that a rename replaced, still matched by {@link hasCode} until 0.3:
@@ -285,9 +286,10 @@ export class StoreUnavailableError extends SideEffectError {
 
 /**
  * The store's schema lacks what this code needs: never migrated, migrated by an older version, or
- * the worker names another schema (or database) than the one migrated. A retry cannot fix that,
- * so it fails at once with the fix in the message, instead of retrying as "store unavailable"
- * for ever.
+ * the worker names another schema (or database) than the one migrated; or, at a worker's start
+ * and in the CLI, Postgres refused the user, the password, the database or a privilege. A retry
+ * cannot fix that, so it fails at once with the fix in the message, instead of retrying as
+ * "store unavailable" for ever.
  */
 export class StoreMisconfiguredError extends SideEffectError {
   readonly code = 'STORE_MISCONFIGURED';
@@ -296,10 +298,12 @@ export class StoreMisconfiguredError extends SideEffectError {
     readonly schema: string | undefined,
     problem: string,
     cause?: unknown,
+    /** What to do, when it is not to migrate (Postgres refused the user, database or privilege). */
+    fix?: string,
   ) {
     const name = schema ?? '<schema>';
     super(
-      `${problem}: run \`sideeffect migrate --schema ${name}\` (or \`migrate(pool, { schema: '${name}' })\`) against the database this worker uses, or point the worker at the schema you migrated`,
+      `${problem}: ${fix ?? `run \`sideeffect migrate --schema ${name}\` (or \`migrate(pool, { schema: '${name}' })\`) against the database this worker uses, or point the worker at the schema you migrated`}`,
       cause === undefined ? undefined : { cause },
     );
   }
@@ -479,3 +483,23 @@ export type OutcomeUnknownError = OutcomeUncertainError;
 export const UnknownOutcomeError = UnexpectedStoreAnswerError;
 /** @deprecated Renamed {@link UnexpectedStoreAnswerError}. */
 export type UnknownOutcomeError = UnexpectedStoreAnswerError;
+
+/**
+ * The Temporal SDK on this worker cannot run the library's waiting workflows: its workflow
+ * bundler predates the SDK's fix for webpack >= 5.108 (sdk-typescript#2170), so with the reused V8
+ * context every workflow of the worker shares one module cache and a second waiting workflow never
+ * wakes. Refused at `Worker.create`, where the fix (`fixedIn`) can still be installed, instead of
+ * a caller left running for ever.
+ */
+export class UnsupportedSdkError extends SideEffectError {
+  readonly code = 'UNSUPPORTED_SDK';
+  constructor(
+    /** The `@temporalio/worker` version found, or `'a prebuilt workflowBundle'`. */
+    readonly installed: string,
+    /** The first release with the fix to upgrade to. */
+    readonly fixedIn: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -31,6 +31,7 @@ import {
 } from './compatibility.js';
 import { signalDecidedReconciles } from './held-reconciles.js';
 import { lifecycleDefaults } from './lifecycle.js';
+import { bundlerIsolationError } from './sdk-check.js';
 import { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 import { Sweeper } from './sweeper.js';
 import {
@@ -127,9 +128,11 @@ interface Setup {
  *
  * The way in on the worker side. Built on the SDK's `WorkerPlugin` interface, which the SDK
  * marks experimental: a minor SDK release may change it, so keep the SDK within the versions
- * this library is tested with (1.15.1 to 1.24.0; the peer dependency table of
+ * this library is tested with (package.json's peer range; the peer dependency table of
  * docs/production.md). Should an SDK release break it, `createSideEffectActivities` registers
- * the effects without it (and without what it adds).
+ * the effects without it (and without what it adds). `Worker.create` fails with
+ * UnsupportedSdkError on an SDK whose workflow bundler lacks the fix for webpack >= 5.108 (a
+ * second waiting workflow would never wake), naming the release to upgrade to.
  *
  * @example
  * ```ts
@@ -205,6 +208,8 @@ export class SideEffectPlugin implements WorkerPlugin {
         'client',
         "the Worker encodes payloads with codecs but SideEffectPlugin's client has none, so ReconcileWorkflow inputs and signals would be stored unencoded: give that Client the Worker's dataConverter, or leave `client` out",
       );
+    const unisolated = bundlerIsolationError(options);
+    if (unisolated) throw unisolated;
     const wrongBundle =
       options.workflowBundle && bundleCompatibilityError(options.workflowBundle, compatibleWith);
     if (wrongBundle) throw wrongBundle;
@@ -416,8 +421,9 @@ interface MigratedStore {
  * or database, or the package upgraded without `migrate`): otherwise every effect would retry
  * "relation does not exist" for ever. A schema a newer version migrated only warns when each of
  * its new migrations declared itself backward-compatible (a rollback must still start), and is
- * refused otherwise, as `migrate()` refuses it. An unreachable database only warns: the
- * activities retry until it answers.
+ * refused otherwise, as `migrate()` refuses it. So is a database that refuses the worker's user,
+ * password, database name or privileges (naming host, database and user). An unreachable
+ * database only warns: the activities retry until it answers.
  */
 async function checkSchema(
   store: Store,
@@ -429,6 +435,8 @@ async function checkSchema(
   try {
     read = await status.call(store);
   } catch (error) {
+    // Postgres refused the user, password, database or a privilege: no retry will fix that.
+    if (error instanceof StoreMisconfiguredError) return error;
     logger.warn("sideeffect: could not read the store schema's migrations at start", {
       error: error instanceof Error ? error.message : String(error),
     });

@@ -105,7 +105,8 @@ describe('one way to find the database, and the options the temporal CLI has', (
     expect(JSON.parse(ran.stdout).map((r: { key: string }) => r.key)).toContain(key);
     // PGDATABASE is really what was read: another name is another database.
     const other = await cli(['list'], { ...pgVariables(), PGDATABASE: 'sideeffect_no_such_db' });
-    expect(other.code).toBe(3);
+    // A database that does not exist is a mistake to fix (exit 2), not an outage.
+    expect(other.code).toBe(2);
     expect(other.stderr).toMatch(/database "sideeffect_no_such_db" does not exist/);
   });
 

@@ -8,14 +8,12 @@
  * verdicts, the payments' results, that the server holds every payload encrypted and no card
  * number, where each workflow ran, and the spans of the effect activity.
  *
- * Each SDK is installed from the registry into a cached app under the OS temp dir; only the
+ * Each SDK is installed from the registry into a cached app under .cache/; only the
  * tarball is reinstalled on a rerun. Needs: the dev server (UI on :8233 with write actions
  * enabled), Postgres, /usr/bin/chromium, the npm registry (or npm's cache) for the SDKs.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { cpSync, readFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
@@ -47,21 +45,18 @@ import {
 const run = promisify(execFile);
 
 /**
- * The supported range's ends (package.json's peers). Below 1.15.1 this test fails: on 1.14.2 a
- * workflow woken out of `condition()` ends "Workflow cancelled" once another one finished on the
- * worker (the SDK's bug, sdk-typescript#1866), and 1.15.0 and 1.16.0 bundle workflows that never
- * wake (docs/production.md).
+ * The supported range's ends (package.json's peers; test/e2e/sdk-matrix.test.ts runs every minor).
+ * Below 1.15.1 this test fails: on 1.14.2 a workflow woken out of `condition()` ends "Workflow
+ * cancelled" once another one finished on the worker (the SDK's bug, sdk-typescript#1866), and
+ * 1.15.0 bundles workflows that never wake (docs/production.md).
  */
 const SDKS = [
   { sdk: '1.15.1', envconfig: '1.15.0' },
   { sdk: '1.24.0', envconfig: '1.24.0' },
 ] as const;
 const FIXTURES = path.join(REPO_ROOT, 'test/e2e/user-app');
-/** Kept between runs; one per work tree, so two checkouts testing at once do not share it. */
-const CACHE = path.join(
-  os.tmpdir(),
-  `sideeffect-user-app-${createHash('sha256').update(REPO_ROOT).digest('hex').slice(0, 8)}`,
-);
+/** Kept between runs, in the work tree (gitignored), so two checkouts never share it. */
+const CACHE = path.join(REPO_ROOT, '.cache/user-app');
 const CARDS = { cli: '4000000000000002', ui: '4000000000000010' };
 const ENCRYPTED = 'binary/encrypted';
 // temporal.api.enums.v1.VersioningBehavior

@@ -54,12 +54,14 @@ export async function packLibrary(staging: string, destination: string): Promise
 
 /**
  * Writes the app's package.json (`tarball` is a path relative to `app`) and runs
- * `npm install --prefer-offline` there.
+ * `npm install --prefer-offline` there; `legacyPeerDeps` installs an SDK outside the peer range,
+ * as a user overriding npm's refusal (or a package manager that only warns) would.
  */
 export async function installApp(
   app: string,
   tarball: string,
   dependencies: Record<string, string>,
+  { legacyPeerDeps = false }: { legacyPeerDeps?: boolean } = {},
 ): Promise<void> {
   mkdirSync(app, { recursive: true });
   writeFileSync(
@@ -74,7 +76,8 @@ export async function installApp(
   // A changed tarball under the same name: drop what npm remembers of the old one.
   rmSync(path.join(app, 'package-lock.json'), { force: true });
   rmSync(path.join(app, 'node_modules/sideeffect'), { recursive: true, force: true });
-  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], {
+  const flags = legacyPeerDeps ? ['--legacy-peer-deps'] : [];
+  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...flags], {
     cwd: app,
     maxBuffer: 64 * 1024 * 1024,
   });

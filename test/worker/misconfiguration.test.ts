@@ -44,7 +44,11 @@ afterAll(async () => {
 
 const charge = defineEffect({ resource: () => 'card:1', apply: async () => ({ id: 'ch_1' }) });
 
-async function workerOn(schema: string, taskQueue = uniqueTaskQueue('misconfig')) {
+async function workerOn(
+  schema: string,
+  taskQueue = uniqueTaskQueue('misconfig'),
+  store = new PgStore({ pool, schema }),
+) {
   return Worker.create({
     connection: native,
     namespace: TEMPORAL_NAMESPACE,
@@ -52,7 +56,7 @@ async function workerOn(schema: string, taskQueue = uniqueTaskQueue('misconfig')
     workflowBundle: await testBundle(),
     plugins: [
       new SideEffectPlugin({
-        store: new PgStore({ pool, schema }),
+        store,
         effects: { charge },
         ttlMs: 5_000,
         client,
@@ -137,6 +141,77 @@ describe('a worker on a store schema that is not ready', () => {
       const attempts = history.events?.filter((event) => event.activityTaskStartedEventAttributes);
       expect(attempts?.[0]?.activityTaskStartedEventAttributes?.attempt).toBe(1);
     });
+  });
+});
+
+/** The test database's URL as `user` (with a password trust never checks), or on `database`. */
+function urlAs(user: string, database?: string): string {
+  const url = new URL(databaseUrl());
+  url.username = user;
+  url.password = PASSWORD;
+  if (database) url.pathname = `/${database}`;
+  return url.toString();
+}
+const PASSWORD = 'pw-not-to-be-shown';
+
+/**
+ * Postgres refusing the worker is a mistake to fix, like a missing schema: the worker stops at
+ * start naming host, database and user, never the password. pg_hba.conf trusts 127.0.0.1 here, so
+ * a wrong password (28P01) cannot be provoked (test/unit/connection-refusal.test.ts has it); a
+ * role that does not exist (28000), a database that does not exist (3D000) and a role without
+ * privileges (42501) can.
+ */
+describe('a worker whose Postgres refuses it', () => {
+  const role = `sideeffect_nopriv_${Date.now().toString(36)}`;
+  const { hostname, port, pathname } = new URL(databaseUrl());
+  const testDatabase = pathname.slice(1);
+  const target = (database: string, user: string) =>
+    `Postgres at ${hostname}:${port || 5432}, database "${database}", user "${user}"`;
+
+  afterAll(async () => {
+    await pool.query(`drop role if exists ${role}`);
+  });
+
+  async function refusal(schema: string, url: string) {
+    const store = new PgStore({ connectionString: url, schema });
+    try {
+      const worker = await workerOn(schema, uniqueTaskQueue('refused'), store);
+      return await worker.run().then(
+        () => undefined,
+        (failure: unknown) => failure,
+      );
+    } finally {
+      await store.close();
+    }
+  }
+
+  function expectRefused(error: unknown, where: string, sqlState: string, fix: RegExp) {
+    expect(error).toBeInstanceOf(StoreMisconfiguredError);
+    const { message } = error as Error;
+    expect(message).toContain(where);
+    expect(message).toContain(`SQLSTATE ${sqlState}`);
+    expect(message).toMatch(fix);
+    expect(message).not.toContain(PASSWORD);
+    expect(message).not.toContain('sideeffect migrate --schema');
+  }
+
+  it('a user that does not exist (28000)', async () => {
+    const error = await refusal('sideeffect', urlAs('no_such_user_h7'));
+    expectRefused(error, target(testDatabase, 'no_such_user_h7'), '28000', /check the user name/);
+  });
+
+  it('a database that does not exist (3D000)', async () => {
+    const error = await refusal('sideeffect', urlAs('postgres', 'no_such_database_h7'));
+    expectRefused(error, target('no_such_database_h7', 'postgres'), '3D000', /database name/);
+  });
+
+  it('a user without privileges on the schema (42501)', async () => {
+    const db = await freshSchema('noprivs');
+    schemas.push(db);
+    await migrate(pool, { schema: db.schema });
+    await pool.query(`create role ${role} login password '${PASSWORD}'`);
+    const error = await refusal(db.schema, urlAs(role));
+    expectRefused(error, target(testDatabase, role), '42501', /--print-grants ROLE --kind runtime/);
   });
 });
 

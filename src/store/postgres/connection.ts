@@ -1,4 +1,5 @@
-import type pg from 'pg';
+import pg from 'pg';
+import { StoreMisconfiguredError } from '../../core/errors.js';
 
 /**
  * How the worker, the CLI and the demo find the database, in one place: `DATABASE_URL` when it
@@ -30,4 +31,61 @@ export function connectionConfig(
   if (env.PGPASSWORD) config.password = env.PGPASSWORD;
   if (env.PGDATABASE) config.database = env.PGDATABASE;
   return config;
+}
+
+/**
+ * What Postgres answers when it refuses who connects or where to: a configuration mistake, which
+ * no retry fixes, never an outage. Each with what to check.
+ */
+const REFUSALS: Record<string, string> = {
+  '28P01':
+    'check the password (DATABASE_URL, PGPASSWORD or --connection; a secret store may hold an old one)',
+  '28000':
+    'check the user name, and that pg_hba.conf admits it from this host (DATABASE_URL, PGUSER or --connection)',
+  '3D000': 'check the database name (DATABASE_URL, PGDATABASE or --connection)',
+  '42501':
+    'grant the role what it needs: `sideeffect migrate --print-grants ROLE --kind runtime` prints it (docs/database-roles.md), or connect as the role you granted',
+};
+
+/** The pg error along the `cause` chain whose SQLSTATE is a refusal, if there is one. */
+function refusalOf(error: unknown): { code: string; message: string } | undefined {
+  let at = error;
+  for (let depth = 0; at && typeof at === 'object' && depth < 4; depth++) {
+    const { code, message } = at as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && Object.hasOwn(REFUSALS, code))
+      return { code, message: String(message) };
+    at = (at as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/**
+ * Where `pool` connects, as an operator reads it: host, port, database and user (never the
+ * password), resolved as pg resolves them (URL, then `PG*` variables, then pg's defaults).
+ */
+export function connectionTarget(pool: pg.Pool): string {
+  const { host, port, database, user } = new pg.Client(pool.options);
+  return `Postgres at ${host}:${port}, database "${database}", user "${user}"`;
+}
+
+/**
+ * StoreMisconfiguredError when `error` is Postgres refusing the user, the password, the database
+ * or a privilege (SQLSTATE 28P01, 28000, 3D000, 42501), naming where `pool` connects; else
+ * undefined (an outage, or another failure). Used where a refusal must stop the caller: the
+ * worker's start-up check and the CLI. An effect that meets one while running still retries, so a
+ * password rotated mid-apply never turns into a failed payment.
+ */
+export function connectionRefusal(
+  pool: pg.Pool,
+  error: unknown,
+  schema?: string,
+): StoreMisconfiguredError | undefined {
+  const refusal = refusalOf(error);
+  if (!refusal) return undefined;
+  return new StoreMisconfiguredError(
+    schema,
+    `${connectionTarget(pool)}: refused, ${refusal.message} (SQLSTATE ${refusal.code})`,
+    error,
+    REFUSALS[refusal.code],
+  );
 }

@@ -1,5 +1,5 @@
 import { InvalidActionError } from '../../core/errors.js';
-import { commentName, DEFAULT_SCHEMA, quoteSchema } from './sql.js';
+import { commentName, defaultSchema, quoteSchema } from './sql.js';
 
 /**
  * What a database role does with the store, each given exactly what it needs (docs/database-roles.md):
@@ -48,7 +48,7 @@ const TABLES = ['keys', 'events', 'resources', 'sink_fences', 'reconcile_starts'
  * ```
  */
 export function grantsScript(options: { schema?: string; role: string; kind: RoleKind }): string {
-  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schemaName = options.schema ?? defaultSchema();
   const s = quoteSchema(schemaName);
   const { role, kind } = options;
   if (typeof role !== 'string' || role.length === 0 || role.includes('\0')) {

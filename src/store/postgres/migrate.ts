@@ -5,9 +5,10 @@ import {
   MigrationConflictError,
   StoreUnavailableError,
 } from '../../core/errors.js';
+import { connectionRefusal } from './connection.js';
 import { embeddedMigrations } from './migrations.generated.js';
 import { checkoutFor } from './session.js';
-import { commentName, DEFAULT_SCHEMA, dollarTag, quoteLiteral, quoteSchema } from './sql.js';
+import { commentName, defaultSchema, dollarTag, quoteLiteral, quoteSchema } from './sql.js';
 
 /** Arbitrary, fixed first half of the advisory lock key; the second half is the schema's hash. */
 const LOCK_CLASS = 0x5e1d;
@@ -96,7 +97,7 @@ export function listMigrations(): readonly Migration[] {
  * ```
  */
 export function migrationScript(options: { schema?: string } = {}): string {
-  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schemaName = options.schema ?? defaultSchema();
   const schema = quoteSchema(schemaName);
   // An existing schema is not created again: `create schema if not exists` checks CREATE on the
   // database before it looks, so the script would need it even where the DBA made the schema.
@@ -129,7 +130,7 @@ export function migrationScript(options: { schema?: string } = {}): string {
 export interface MigrateOptions {
   /**
    * The schema holding the store's tables and functions.
-   * @default 'sideeffect'
+   * @default `SIDEEFFECT_SCHEMA`, else 'sideeffect'
    */
   schema?: string;
   /**
@@ -196,7 +197,7 @@ export async function migrateFiles(
   options: MigrateOptions,
   files: readonly Migration[],
 ): Promise<string[]> {
-  const schemaName = options.schema ?? DEFAULT_SCHEMA;
+  const schemaName = options.schema ?? defaultSchema();
   const schema = quoteSchema(schemaName);
   const lockTimeoutMs = options.lockTimeoutMs ?? 1_000;
   if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > 2 ** 31 - 1) {
@@ -214,6 +215,9 @@ export async function migrateFiles(
     try {
       return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log, files);
     } catch (error) {
+      // A user, password, database or privilege Postgres refuses: no retry or outage, a mistake.
+      const refused = connectionRefusal(pool, error, schemaName);
+      if (refused) throw refused;
       if (!(error instanceof StoreUnavailableError && lockTimedOut(error.cause))) throw error;
       if (attempt >= retries) throw error;
       const pause = Math.min(2_000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
@@ -366,7 +370,7 @@ export async function migrationStatus(
   pool: pg.Pool,
   options: { schema?: string } = {},
 ): Promise<MigrationStatus> {
-  const name = options.schema ?? DEFAULT_SCHEMA;
+  const name = options.schema ?? defaultSchema();
   const schema = quoteSchema(name);
   let rows: Array<{
     version: number;
@@ -391,7 +395,9 @@ export async function migrationStatus(
         )
       ).rows;
   } catch (error) {
-    throw new StoreUnavailableError('migrationStatus', error);
+    throw (
+      connectionRefusal(pool, error, name) ?? new StoreUnavailableError('migrationStatus', error)
+    );
   }
   const shipped = listMigrations();
   const recorded = new Set(rows.map((row) => row.version));

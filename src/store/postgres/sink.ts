@@ -11,7 +11,7 @@ import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
 import { checkoutFor, isLockNotAvailable, storeError } from './session.js';
 import {
-  DEFAULT_SCHEMA,
+  defaultSchema,
   int,
   openPool,
   type PoolOptions,
@@ -27,7 +27,7 @@ export interface PgFencedSinkOptions extends PoolOptions {
    * leases it checks. A fence that schema's store never issued is refused with
    * StoreMisconfiguredError (nothing written): a sink on another schema would not see the marks
    * transactional grants raise, and a paused holder's stale write could land after a newer one.
-   * @default 'sideeffect'
+   * @default `SIDEEFFECT_SCHEMA`, else 'sideeffect'
    */
   schema?: string;
   /**
@@ -120,7 +120,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   readonly #issuedHere: boolean;
 
   constructor(options: PgFencedSinkOptions = {}) {
-    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#schema = options.schema ?? defaultSchema();
     this.#issuedHere = options.separateDatabase !== true;
     this.#sql = statements(this.#schema, SQL, {
       named: options.transactionPooling !== true,

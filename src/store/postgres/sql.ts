@@ -3,8 +3,17 @@ import pg from 'pg';
 import { InvalidSchemaError } from '../../core/errors.js';
 import { connectionConfig } from './connection.js';
 
-/** Where the store's tables and functions live unless told otherwise. */
-export const DEFAULT_SCHEMA = 'sideeffect';
+/** Where the store's tables and functions live when neither an option nor the environment says. */
+const DEFAULT_SCHEMA = 'sideeffect';
+
+/**
+ * The schema when no `schema` option is given: `SIDEEFFECT_SCHEMA`, as the CLI reads it, else
+ * `sideeffect`. Read by every store, sink and migration function alike, so one exported variable
+ * never sends `sideeffect migrate` to one schema and a worker to another.
+ */
+export function defaultSchema(env: Record<string, string | undefined> = process.env): string {
+  return env.SIDEEFFECT_SCHEMA || DEFAULT_SCHEMA;
+}
 
 /**
  * The schema name as a quoted identifier, checked first (InvalidSchemaError names the broken rule).

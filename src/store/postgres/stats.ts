@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { KeyState, UncertainBacklog } from '../../core/types.js';
-import { DEFAULT_SCHEMA, int, quoteSchema } from './sql.js';
+import { defaultSchema, int, quoteSchema } from './sql.js';
 import { uncertainBacklog } from './store.js';
 
 /** One group of closed uncertain episodes: who recorded the verdict, which verdict, how long it took. */
@@ -46,7 +46,7 @@ export async function storeStats(
   pool: pg.Pool,
   options: { schema?: string } = {},
 ): Promise<StoreStats> {
-  const s = quoteSchema(options.schema ?? DEFAULT_SCHEMA);
+  const s = quoteSchema(options.schema ?? defaultSchema());
   // Every uncertain episode: the event that entered `uncertain`, then the one that left it.
   const episodes = `with marks as (
       select to_state, from_state, actor, at, pg_catalog.lag(at) over (partition by key order by id) as since

@@ -63,7 +63,7 @@ import {
 } from './session.js';
 import {
   asBuffer,
-  DEFAULT_SCHEMA,
+  defaultSchema,
   int,
   openPool,
   type PoolOptions,
@@ -91,7 +91,7 @@ import { ResourceWaiters, type WaiterPass } from './waiters.js';
 export interface PgStoreOptions extends PoolOptions {
   /**
    * The schema `migrate()` was run on.
-   * @default 'sideeffect'
+   * @default `SIDEEFFECT_SCHEMA`, else 'sideeffect'
    */
   schema?: string;
   /**
@@ -399,7 +399,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
       );
     }
     this.#waiters = new ResourceWaiters(waiters, lockWaitMs);
-    this.#schema = options.schema ?? DEFAULT_SCHEMA;
+    this.#schema = options.schema ?? defaultSchema();
     this.#transactionPooling = options.transactionPooling === true;
     this.#sweepLockKey = sweepLockKey(this.#schema);
     this.#sql = statements(this.#schema, SQL, {

@@ -1,0 +1,102 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { WorkerOptions } from '@temporalio/worker';
+import { UnsupportedSdkError } from '../core/errors.js';
+
+/**
+ * Per SDK minor, the first patch whose workflow bundler routes webpack's module cache through
+ * `globalThis.__webpack_module_cache__` whatever keyword webpack declares it with
+ * (sdk-typescript#2170). Minors after the last listed were released with the fix; 1.19.1 has it
+ * but cannot be installed (no @temporalio/activity, client or common 1.19.1 were published).
+ */
+const FIXED_IN: Record<number, string> = {
+  14: '1.14.2',
+  15: '1.15.1',
+  16: '1.16.3',
+  17: '1.17.5',
+  18: '1.18.2',
+  19: '1.20.1',
+  20: '1.20.1',
+};
+const LAST_LISTED_MINOR = 20;
+/** The oldest release this library supports at all, for a minor older than the listed ones. */
+const OLDEST_SUPPORTED = '1.15.1';
+/** webpack's first release that declares the module cache `const`, which the unfixed bundlers miss. */
+const CONST_CACHE_WEBPACK: Version = [5, 108, 0];
+/** What a fixed bundler (or an unfixed one under webpack < 5.108) writes into every bundle. */
+const CACHE_GLOBAL = 'globalThis.__webpack_module_cache__';
+
+type Version = [number, number, number];
+
+function parse(version: string): Version | undefined {
+  const match = /^(\d+)\.(\d+)\.(\d+)/.exec(version);
+  return match ? [Number(match[1]), Number(match[2]), Number(match[3])] : undefined;
+}
+
+function atLeast(version: Version, floor: Version): boolean {
+  for (let i = 0; i < 3; i++) if (version[i] !== floor[i]) return version[i]! > floor[i]!;
+  return true;
+}
+
+/** The release of `sdk`'s line that has the fix, or undefined when `sdk` has it. */
+export function bundlerFixFor(sdk: string): string | undefined {
+  const version = parse(sdk);
+  if (version?.[0] !== 1 || version[1] > LAST_LISTED_MINOR) return undefined;
+  const fixed = FIXED_IN[version[1]];
+  if (fixed === undefined) return OLDEST_SUPPORTED;
+  return atLeast(version, parse(fixed)!) ? undefined : fixed;
+}
+
+const CONSEQUENCE =
+  "with reuseV8Context (the SDK's default) every workflow of this worker shares one module cache, and a second workflow waiting for a verdict never wakes (sdk-typescript#2170)";
+
+/**
+ * Why the Worker's workflow bundle would break the library's waiting workflows, or undefined: a
+ * prebuilt bundle whose code lacks the module-cache global (built by an unfixed bundler under
+ * webpack >= 5.108), or an installed `@temporalio/worker` without the fix that will bundle with
+ * webpack >= 5.108. Nothing to check with `reuseV8Context: false`, where each workflow gets a
+ * context of its own.
+ */
+export function bundlerIsolationError(
+  options: Pick<WorkerOptions, 'reuseV8Context' | 'workflowBundle'>,
+  installed: { worker: string; webpack: string } | undefined = installedBundler(),
+): UnsupportedSdkError | undefined {
+  if (options.reuseV8Context === false) return undefined;
+  const fixedIn = installed && bundlerFixFor(installed.worker);
+  if (options.workflowBundle) {
+    const bundle = options.workflowBundle;
+    const code = 'code' in bundle ? bundle.code : readFileSync(bundle.codePath, 'utf8');
+    if (code.includes(CACHE_GLOBAL)) return undefined;
+    const upgrade = fixedIn ?? installed?.worker ?? OLDEST_SUPPORTED;
+    return new UnsupportedSdkError(
+      'a prebuilt workflowBundle',
+      upgrade,
+      `the Worker's workflowBundle was built by a Temporal bundler that lacks the fix for webpack >= 5.108: ${CONSEQUENCE}. Rebuild it with bundleWorkflowCode from @temporalio/worker ${upgrade} or newer, or set reuseV8Context: false on the Worker`,
+    );
+  }
+  if (!installed || !fixedIn) return undefined;
+  const webpack = parse(installed.webpack);
+  if (webpack && !atLeast(webpack, CONST_CACHE_WEBPACK)) return undefined;
+  return new UnsupportedSdkError(
+    installed.worker,
+    fixedIn,
+    `@temporalio/worker ${installed.worker} bundles workflows with webpack ${installed.webpack}, and its bundler lacks the fix for webpack >= 5.108: ${CONSEQUENCE}. Upgrade @temporalio/activity, client, common, worker and workflow to ${fixedIn} or newer (the fix for your line), or set reuseV8Context: false on the Worker, or pin webpack to ~5.107.0`,
+  );
+}
+
+/**
+ * The versions of the `@temporalio/worker` this module imports and of the webpack it bundles
+ * with, or undefined where they cannot be found (this library bundled into an app).
+ */
+function installedBundler(): { worker: string; webpack: string } | undefined {
+  try {
+    const require = createRequire(import.meta.url);
+    const manifest = require.resolve('@temporalio/worker/package.json');
+    const worker = (require(manifest) as { version: string }).version;
+    const webpack = (createRequire(manifest)('webpack/package.json') as { version: string })
+      .version;
+    return { worker, webpack };
+  } catch {
+    return undefined;
+  }
+}
