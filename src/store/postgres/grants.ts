@@ -5,8 +5,9 @@ import { DEFAULT_SCHEMA, quoteSchema } from './sql.js';
  * What a database role does with the store, each given exactly what it needs (docs/database-roles.md):
  * - `runtime`: workers (every Store and PgFencedSink operation, the sweeper, `purge`, and a
  *   `migrate()` with nothing to apply); rows and functions, no DDL.
- * - `operator`: the CLI's list, show, resolve and stats; reads keys and events, and records
- *   verdicts only through the store's `resolve_uncertain()`, never by writing a table.
+ * - `operator`: the CLI's list, show, resolve and stats; reads keys, events and held verdicts,
+ *   and records verdicts only through the store's functions (`hold_verdict()` for one no worker
+ *   has checked), never by writing a table.
  * - `readonly`: dashboards; reads every table, writes nothing, cannot resolve.
  */
 export type RoleKind = 'runtime' | 'operator' | 'readonly';
@@ -17,6 +18,8 @@ const KINDS: readonly RoleKind[] = ['runtime', 'operator', 'readonly'];
 const RESOLVE = 'resolve_uncertain(text, boolean, bytea, text, text, bigint)';
 /** The same with the delivering identity (0009); the store calls this one. */
 const RESOLVE_WITH_IDENTITY = 'resolve_uncertain(text, boolean, bytea, text, text, bigint, text)';
+/** Holds a verdict for a worker's check (0010): what the CLI records when no worker answers. */
+const HOLD = 'hold_verdict(text, boolean, bytea, text, text, bigint, text)';
 
 /**
  * The GRANT statements that give an existing role what its kind needs on a migrated schema, as SQL
@@ -52,14 +55,14 @@ export function grantsScript(options: { schema?: string; role: string; kind: Rol
         `grant select, insert, update, delete on table ${s}.keys to ${r};`,
         `grant select, insert, delete on table ${s}.events to ${r};`,
         `grant select, insert, update on table ${s}.resources, ${s}.sink_fences, ${s}.reconcile_starts to ${r};`,
-        `grant select on table ${s}.migrations, ${s}.migration_history to ${r};`,
+        `grant select on table ${s}.migrations, ${s}.migration_history, ${s}.pending_verdicts to ${r};`,
         `grant execute on all functions in schema ${s} to ${r};`,
       );
       break;
     case 'operator':
       lines.push(
-        `grant select on table ${s}.keys, ${s}.events to ${r};`,
-        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
+        `grant select on table ${s}.keys, ${s}.events, ${s}.pending_verdicts to ${r};`,
+        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${HOLD}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
       );
       break;
     case 'readonly':
