@@ -7,8 +7,8 @@ import pg from 'pg';
 import { InvalidSchemaError, NotUncertainError, SideEffectError } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
 import { maskConnectionString } from '../core/mask.js';
-import type { Store } from '../core/store.js';
-import type { KeyRecord } from '../core/types.js';
+import type { Store, VerdictHolding } from '../core/store.js';
+import type { KeyRecord, Result } from '../core/types.js';
 import {
   connectionConfig,
   grantsScript,
@@ -222,7 +222,7 @@ interface Context {
   /** Asks the person at the terminal; absent when there is none. */
   confirm: ((question: string) => Promise<boolean>) | undefined;
   pool: pg.Pool;
-  store: Store;
+  store: Store & VerdictHolding;
   schema: string;
   temporal: () => ClusterSettings;
   print: (human: string, json: unknown) => void;
@@ -303,9 +303,16 @@ async function run(
           EXIT.refused,
         );
       const events = await store.events(command.key);
-      print(printKey(record, events), {
+      const held = await store.heldVerdicts(command.key);
+      print(printKey(record, events, held), {
         ...jsonRecord(record),
         events: events.map((event) => ({ ...event, at: iso(event.at) })),
+        heldVerdicts: held.map(({ result, at, judgedAt, ...verdict }) => ({
+          ...verdict,
+          ...(result ? { result: jsonResult(result) } : {}),
+          at: iso(at),
+          ...(judgedAt === undefined ? {} : { judgedAt: iso(judgedAt) }),
+        })),
       });
       return EXIT.ok;
     }
@@ -331,8 +338,11 @@ async function run(
           waitMs: command.waitMs,
         });
         // The JSON on stdout says it too; a person piping it should still see this.
-        if (outcome.timedOut && command.json) ctx.io.err(`sideeffect: ${outcome.message}`);
+        if ((outcome.timedOut || outcome.pending) && command.json)
+          ctx.io.err(`sideeffect: ${outcome.message}`);
         print(outcome.message, outcome);
+        // Held, not decided: the waiting workflow was not told (a wrong --namespace lands here too).
+        if (outcome.pending) return EXIT.unavailable;
         if (!outcome.won) return EXIT.refused;
         return client ? EXIT.ok : EXIT.unavailable;
       } catch (error) {
@@ -408,7 +418,8 @@ async function resolveMany(
     if (temporal && !client) ctx.io.err(unreachable(temporal));
     const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun });
     ctx.print(printBatch(report, selected), report);
-    if (report.failed.length > 0 || (temporal && !client)) return EXIT.unavailable;
+    if (report.failed.length > 0 || report.pending.length > 0 || (temporal && !client))
+      return EXIT.unavailable;
     if (report.alreadyDecided.length > 0 || report.refused.length > 0) return EXIT.refused;
     return EXIT.ok;
   } finally {
@@ -522,7 +533,7 @@ async function connectTemporal(settings: ClusterSettings): Promise<Connection | 
  * next recheck), but the run exits 3 so a script knows the waiting workflow was not told.
  */
 function unreachable(temporal: ClusterSettings): string {
-  return `sideeffect: Temporal at ${temporal.connectionOptions.address} (namespace ${temporal.namespace}) does not answer; recording in the store only (exit 3): the waiting workflow sees the verdict at its next recheck. Check --address, --namespace, --profile or TEMPORAL_ADDRESS`;
+  return `sideeffect: Temporal at ${temporal.connectionOptions.address} (namespace ${temporal.namespace}) does not answer; holding the verdict in the store for a worker's check (exit 3): once Temporal answers, a worker's sweeper prompts the key's ReconcileWorkflow within about a minute, which checks it and, accepted, tells the waiting workflow. Check --address, --namespace, --profile or TEMPORAL_ADDRESS`;
 }
 
 function iso(ms: number): string {
@@ -537,6 +548,15 @@ function jsonRecord(record: KeyRecord) {
     return { ...rest, result: decodeJson(result) };
   } catch {
     return { ...rest, resultBytes: Buffer.from(result.payload).toString('base64') };
+  }
+}
+
+/** A held verdict's result as JSON, or its bytes in base64 when they are not JSON. */
+function jsonResult(result: Result): unknown {
+  try {
+    return decodeJson(result);
+  } catch {
+    return { resultBytes: Buffer.from(result.payload).toString('base64') };
   }
 }
 

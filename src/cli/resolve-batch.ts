@@ -40,6 +40,11 @@ export interface BatchReport {
   refused: Array<{ key: string; code: string; message: string }>;
   /** Could not be sent (store or Temporal unreachable); safe to run the batch again. */
   failed: Array<{ key: string; message: string }>;
+  /**
+   * Held in the store until a worker runs the effect's result check on it (no worker answered):
+   * not decided yet. `sideeffect show KEY` says what became of it.
+   */
+  pending: Array<{ key: string; message: string }>;
 }
 
 /** Verdicts in flight at once: enough to finish hundreds of keys in seconds, few enough not to flood the worker. */
@@ -150,6 +155,7 @@ export async function resolveBatch(options: {
     alreadyDecided: [],
     refused: [],
     failed: [],
+    pending: [],
   };
   const settled = await settleAll(
     verdicts.length,
@@ -158,7 +164,9 @@ export async function resolveBatch(options: {
       if (dryRun) return dryRunOne(store, verdict.key);
       const { key, fence, ...input } = verdict;
       const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
-      const outcome = await resolveKey({ store, client, key, input: resolution });
+      // Every held verdict is reported pending at once: a batch does not wait on each judgement.
+      const outcome = await resolveKey({ store, client, key, input: resolution, judgeWaitMs: 0 });
+      if (outcome.pending) return { pending: outcome.message };
       return outcome.won ? undefined : { already: outcome.message };
     },
     { concurrency: CONCURRENCY },
@@ -169,6 +177,7 @@ export async function resolveBatch(options: {
       if (slot.value === undefined) report.decided.push(key);
       else if ('already' in slot.value)
         report.alreadyDecided.push({ key, message: slot.value.already });
+      else if ('pending' in slot.value) report.pending.push({ key, message: slot.value.pending });
       else report.refused.push({ key, ...slot.value });
       return;
     }
@@ -218,11 +227,11 @@ function refusalMessage(error: unknown): string {
 
 /** The summary an operator reads after a batch: counts first, then every key that needs a look. */
 export function printBatch(report: BatchReport, selected: string): string {
-  const { decided, alreadyDecided, refused, failed } = report;
+  const { decided, alreadyDecided, refused, failed, pending } = report;
   const lines = [
     report.dryRun
       ? `dry run over ${selected}: ${decided.length} would be decided, ${alreadyDecided.length} already decided, ${refused.length} would be refused; nothing was sent`
-      : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}`,
+      : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}${pending.length > 0 ? `, held pending ${pending.length}` : ''}`,
   ];
   if (report.dryRun && decided.length > 0)
     lines.push('would decide:', ...decided.map((k) => `  ${k}`));
@@ -235,5 +244,10 @@ export function printBatch(report: BatchReport, selected: string): string {
     lines.push('refused:', ...refused.map((e) => `  ${e.key}: ${e.code}: ${e.message}`));
   if (failed.length > 0)
     lines.push('failed (run the batch again):', ...failed.map((e) => `  ${e.key}: ${e.message}`));
+  if (pending.length > 0)
+    lines.push(
+      "held pending (a worker checks each when it next reads the key's store; `sideeffect show KEY` says what became of it):",
+      ...pending.map((e) => `  ${e.key}: ${e.message}`),
+    );
   return lines.join('\n');
 }

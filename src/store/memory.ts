@@ -387,7 +387,12 @@ export class MemoryStore implements Store, VerdictHolding {
   }
 
   /** An event on a key that stays where it is (a verdict held or refused): the key's row is untouched. */
-  #note(row: KeyRow, reason: string, actor: string | undefined, identity: string | undefined): void {
+  #note(
+    row: KeyRow,
+    reason: string,
+    actor: string | undefined,
+    identity: string | undefined,
+  ): void {
     const event = {
       key: row.key,
       from: row.state,

@@ -729,9 +729,9 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         });
         expect(await store.pendingVerdictKeys(1000)).not.toContain(a.key);
         // Judged once: a second judgement answers what stands and changes nothing.
-        expect(await store.judgeVerdict(held.verdict.id, { accept: false, why: 'x' })).toMatchObject(
-          { state: 'accepted' },
-        );
+        expect(
+          await store.judgeVerdict(held.verdict.id, { accept: false, why: 'x' }),
+        ).toMatchObject({ state: 'accepted' });
       });
 
       it('refused, the key stays uncertain, visibly; the next verdict may still decide it', async () => {
@@ -812,15 +812,15 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         ).rejects.toBeInstanceOf(StaleVerdictError);
         const b = action();
         await grant(b);
-        await expect(store.holdVerdict(b.key, { applied: false, reason: 'x' })).rejects.toBeInstanceOf(
-          NotUncertainError,
-        );
+        await expect(
+          store.holdVerdict(b.key, { applied: false, reason: 'x' }),
+        ).rejects.toBeInstanceOf(NotUncertainError);
         await expect(
           store.holdVerdict('never-seen', { applied: false, reason: 'x' }),
         ).rejects.toBeInstanceOf(NotUncertainError);
-        await expect(store.holdVerdict(a.key, { applied: false, reason: ' ' })).rejects.toBeInstanceOf(
-          InvalidActionError,
-        );
+        await expect(
+          store.holdVerdict(a.key, { applied: false, reason: ' ' }),
+        ).rejects.toBeInstanceOf(InvalidActionError);
         expect(await store.judgeVerdict(987_654_321, { accept: true })).toBeUndefined();
       });
     });
