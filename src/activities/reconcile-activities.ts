@@ -8,6 +8,7 @@ import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   type EnsureReconcileRequest,
   type EnsureReconcileResponse,
+  type InspectAnswer,
   type ReconcileInput,
   type ResolveInput,
   recheckSignal,
@@ -51,15 +52,6 @@ export interface VerdictContext {
   updateId?: string;
   /** It came as the n-th (1-based) `resolve` signal of the calling run. */
   signal?: number;
-}
-
-/**
- * What `inspectKey` answers when asked with a context (runs with the pending-verdicts patch): the
- * verdict that stands, and the verdicts held in the store this call refused.
- */
-export interface InspectAnswer {
-  verdict: Verdict | null;
-  refused: RefusedHeldVerdict[];
 }
 
 /** What one sweep did: the store's conclusions, the uncertain keys that now have a ReconcileWorkflow (started or already running), and the backlog after it. */

@@ -30,8 +30,10 @@ export type Command =
       fence?: number;
       /** Module whose `dataConverter` export the Temporal Client uses (`--data-converter`). */
       dataConverter?: string;
-      /** How long to wait for the ReconcileWorkflow before recording in the store directly. */
+      /** How long to wait for the ReconcileWorkflow before holding the verdict in the store. */
       waitMs: number;
+      /** `--store-only`: decide in the store at once, unchecked (keys no Temporal worker serves). */
+      storeOnly?: boolean;
     }
   | {
       name: 'resolve-batch';
@@ -86,6 +88,7 @@ const OPTIONS: Record<string, string[]> = {
     'by',
     'fence',
     'wait',
+    'store-only',
     'resource',
     'older-than',
     'newer-than',
@@ -233,6 +236,8 @@ function command(
       if (values.resource !== undefined || values['from-file'] !== undefined) {
         none();
         if (values.wait !== undefined) throw new UsageError('--wait goes with a single key', help);
+        if (values['store-only'] !== undefined)
+          throw new UsageError('--store-only goes with a single key', help);
         return { ...parseBatch(values, json, user, help), ...dataConverter };
       }
       for (const batchOnly of ['older-than', 'newer-than', 'dry-run'] as const) {
@@ -266,6 +271,9 @@ function command(
       const by = typeof values.by === 'string' && values.by ? values.by : user;
       const waitMs =
         values.wait === undefined ? DEFAULT_RESOLVE_WAIT_MS : duration(values.wait, 'wait', help);
+      const storeOnly = values['store-only'] === true;
+      if (storeOnly && values.wait !== undefined)
+        throw new UsageError('--store-only asks no ReconcileWorkflow: it takes no --wait', help);
       const resolve = {
         name,
         json,
@@ -276,6 +284,7 @@ function command(
         by,
         ...dataConverter,
         waitMs,
+        ...(storeOnly ? { storeOnly } : {}),
       };
       if (values.fence === undefined) return resolve;
       const fence = Number(values.fence);
@@ -458,6 +467,7 @@ function parse(args: string[], help: string) {
         by: { type: 'string' },
         fence: { type: 'string' },
         wait: { type: 'string' },
+        'store-only': { type: 'boolean' },
         'older-than': { type: 'string' },
         'newer-than': { type: 'string' },
         resource: { type: 'string' },

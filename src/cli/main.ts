@@ -318,10 +318,10 @@ async function run(
     }
     case 'resolve': {
       const temporal = ctx.temporal();
-      const connection = await connectTemporal(temporal);
+      const connection = command.storeOnly ? undefined : await connectTemporal(temporal);
       try {
         const client = connection && ctx.temporalClient(connection, temporal.namespace);
-        if (!client) ctx.io.err(unreachable(temporal));
+        if (!client && !command.storeOnly) ctx.io.err(unreachable(temporal));
         const { applied, reason, result, by, fence } = command;
         const input = {
           applied,
@@ -336,6 +336,7 @@ async function run(
           key: command.key,
           input,
           waitMs: command.waitMs,
+          ...(command.storeOnly ? { storeOnly: true } : {}),
         });
         // The JSON on stdout says it too; a person piping it should still see this.
         if ((outcome.timedOut || outcome.pending) && command.json)
@@ -344,7 +345,7 @@ async function run(
         // Held, not decided: the waiting workflow was not told (a wrong --namespace lands here too).
         if (outcome.pending) return EXIT.unavailable;
         if (!outcome.won) return EXIT.refused;
-        return client ? EXIT.ok : EXIT.unavailable;
+        return client || command.storeOnly ? EXIT.ok : EXIT.unavailable;
       } catch (error) {
         if (!(error instanceof NotUncertainError)) throw error;
         return ctx.fail(error.code, `${error.message}: nothing to resolve`, EXIT.refused, {

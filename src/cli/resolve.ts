@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, NamespaceNotFoundError } from '@temporalio/common';
 import { InvalidActionError, NotUncertainError, StaleVerdictError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import { holdsVerdicts, type Store, type VerdictHolding } from '../core/store.js';
@@ -70,8 +70,18 @@ export async function resolveKey(options: {
   input: ResolveInput;
   waitMs?: number;
   judgeWaitMs?: number;
+  /** Decide in the store at once, unchecked: for keys no Temporal worker serves (a plain Runner). */
+  storeOnly?: boolean;
 }): Promise<ResolveReport> {
   const { store, client, key, input } = options;
+  if (options.storeOnly)
+    return resolveInStore(
+      store,
+      key,
+      input,
+      `${process.pid}@${hostname()}`,
+      'store only, unchecked',
+    );
   const waitMs = options.waitMs ?? DEFAULT_WAIT_MS;
   let timedOut = false;
   let status: Awaited<ReturnType<typeof reconcileStatus>> | undefined;
@@ -102,7 +112,7 @@ export async function resolveKey(options: {
   // Recorded beside `by` as who delivered it, like the identity the Update would have carried.
   const identity = client?.options.identity ?? `${process.pid}@${hostname()}`;
   if (!holdsVerdicts(store)) {
-    const stored = await resolveInStore(store, key, input, identity);
+    const stored = await resolveInStore(store, key, input, identity, 'store only');
     return timedOut ? { ...stored, timedOut } : stored;
   }
   const held = await holdInStore(store, key, input, identity);
@@ -235,7 +245,13 @@ async function holdInStore(
   }
 }
 
-async function resolveInStore(store: Store, key: string, input: ResolveInput, identity: string) {
+async function resolveInStore(
+  store: Store,
+  key: string,
+  input: ResolveInput,
+  identity: string,
+  how: string,
+) {
   try {
     const outcome = await store.resolveUncertain(key, {
       applied: input.applied,
@@ -243,7 +259,7 @@ async function resolveInStore(store: Store, key: string, input: ResolveInput, id
       result: encodeJson(input.result ?? null),
       ...(input.by ? { by: input.by } : {}),
       ...(input.fence === undefined ? {} : { fence: input.fence }),
-      identity: `${identity} (sideeffect CLI, store only)`,
+      identity: `${identity} (sideeffect CLI, ${how})`,
     });
     const result = outcome.result && decodeJson(outcome.result);
     return report(
@@ -319,7 +335,8 @@ async function reconcileStatus(
     const description = await client.workflow.getHandle(reconcileWorkflowId(key)).describe();
     return description.status.name === 'RUNNING' ? 'running' : 'closed';
   } catch (error) {
-    if (error instanceof WorkflowNotFoundError) return 'not found';
+    if (error instanceof WorkflowNotFoundError || error instanceof NamespaceNotFoundError)
+      return 'not found';
     throw error;
   }
 }

@@ -1,5 +1,4 @@
-import type { InspectAnswer } from '../activities/reconcile-activities.js';
-import type { RejectedResolve, Verdict } from '../protocol/wire.js';
+import type { InspectAnswer, RejectedResolve, Verdict } from '../protocol/wire.js';
 import { takePatch } from './patch.js';
 
 /**

@@ -1,5 +1,6 @@
 /**
- * `sideeffect resolve` where no ReconcileWorkflow waits (the verdict goes to the store), its
+ * `sideeffect resolve` where no ReconcileWorkflow waits (`--store-only` for keys no worker serves,
+ * else held for a worker's check), its
  * refusals (not uncertain, an earlier episode's fence), --dry-run, --from-file, every JSON error's
  * code, and a Temporal that does not answer. Shared setup: fixture.ts.
  */
@@ -14,11 +15,12 @@ const { cli, uncertainKey } = fx;
 const unreachable = 'postgres://postgres@127.0.0.1:1/none';
 
 describe('sideeffect resolve through the store', () => {
-  it('resolve without a ReconcileWorkflow goes to the store; the second verdict is told it lost', async () => {
+  it('resolve --store-only decides in the store; the second verdict is told it lost', async () => {
     const { key } = await uncertainKey();
     const first = await cli([
       'resolve',
       key,
+      '--store-only',
       '--applied',
       '--reason',
       'seen in the bank',
@@ -36,6 +38,7 @@ describe('sideeffect resolve through the store', () => {
     const second = await cli([
       'resolve',
       key,
+      '--store-only',
       '--not-applied',
       '--reason',
       'not in the bank',
@@ -70,6 +73,7 @@ describe('sideeffect resolve through the store', () => {
         await cli([
           'resolve',
           action.key,
+          '--store-only',
           '--not-applied',
           '--reason',
           'B checked',
@@ -86,6 +90,7 @@ describe('sideeffect resolve through the store', () => {
     const late = await cli([
       'resolve',
       action.key,
+      '--store-only',
       '--not-applied',
       '--reason',
       'A checked episode 1',
@@ -134,12 +139,22 @@ describe('sideeffect resolve through the store', () => {
   it('resolve --dry-run says what the real run says: already decided is not "refused"', async () => {
     const notApplied = await uncertainKey();
     const applied = await uncertainKey();
-    await cli(['resolve', notApplied.key, '--not-applied', '--reason', 'absent', '--by', 'ann']);
+    await cli([
+      'resolve',
+      notApplied.key,
+      '--store-only',
+      '--not-applied',
+      '--reason',
+      'absent',
+      '--by',
+      'ann',
+    ]);
     expect(
       (
         await cli([
           'resolve',
           applied.key,
+          '--store-only',
           '--applied',
           '--result',
           '{"id":"ch_1"}',
@@ -174,7 +189,7 @@ describe('sideeffect resolve through the store', () => {
     ).toMatch(/already decided by ann: not applied/);
   });
 
-  it('resolve when Temporal does not answer: recorded in the store, exit 3, and says so', async () => {
+  it('resolve when Temporal does not answer: held in the store for a worker, exit 3, and says what happens next', async () => {
     const { key } = await uncertainKey();
     const ran = await cli([
       'resolve',
@@ -187,9 +202,17 @@ describe('sideeffect resolve through the store', () => {
     ]);
     expect(ran.code).toBe(3);
     expect(ran.stderr).toMatch(
-      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; recording in the store only/,
+      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; holding the verdict in the store/,
     );
-    expect((await fx.store.inspect(key))?.state).toBe('free');
+    expect(ran.stdout).toMatch(/pending verdict #\d+ and decides nothing yet/);
+    expect(ran.stdout).toContain(`sideeffect show ${key}`);
+    // Not decided until a worker has checked it.
+    expect((await fx.store.inspect(key))?.state).toBe('uncertain');
+    expect(await fx.store.heldVerdicts(key)).toMatchObject([
+      { applied: false, reason: 'not in the ledger', state: 'pending' },
+    ]);
+    const shown = await cli(['show', key, '-o', 'json']);
+    expect(JSON.parse(shown.stdout).heldVerdicts).toMatchObject([{ state: 'pending' }]);
 
     // --profile reads the temporal CLI's profile file, as `temporal --profile` does.
     const again = await uncertainKey();
