@@ -269,23 +269,22 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     expect(await taskFailures(caller)).toBe(0);
     expect(await taskFailures(reconcile)).toBe(0);
 
-    // The operator pastes `applied` without a result (as the UI template of 0.1 suggested, with
-    // `"result": null`): the effect declares no result check, so its typed caller needs the real
-    // receipt. Refused, listed with why, and neither workflow is wedged.
+    // The operator pastes the `applied` template the workflow's details show, without adding the
+    // result (0.1's template had `"result": null`): the effect declares no result check and its
+    // typed caller needs the real receipt. Refused, listed with why, and neither workflow is wedged.
     const { currentDetails } = await reconcile.query<{ currentDetails?: string }>(
       '__temporal_workflow_metadata',
     );
-    expect(currentDetails).toContain('"applied": true');
     expect(currentDetails).not.toContain('"result": null');
+    // The template as the UI shows it, pasted unchanged.
+    const template = /```json\n([\s\S]*?)\n```/.exec(currentDetails ?? '')?.[1];
+    expect(JSON.parse(template ?? 'null')).toMatchObject({ applied: true });
     const bare = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     try {
       await openWorkflow(bare, reconcile.workflowId);
       const dialog = await openSignalForm(bare);
       await chooseSignal(dialog, 'resolve');
-      await pasteSignalInput(
-        dialog,
-        JSON.stringify({ applied: true, reason: 'seen in the ledger', by: 'ui-test' }),
-      );
+      await pasteSignalInput(dialog, template!);
       await submitSignal(bare, dialog);
     } catch (error) {
       const file = await screenshot(bare, 'ui-bare-applied-failure.png').catch(() => 'none');
@@ -360,5 +359,5 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
       reason: 'seen in the ledger',
       actor: 'ui-test',
     });
-  }, 240_000);
+  }, 480_000);
 });
