@@ -1,7 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+} from '@temporalio/client';
 import { ApplicationFailure, NamespaceNotFoundError } from '@temporalio/common';
 import { InvalidActionError, NotUncertainError, StaleVerdictError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
@@ -100,7 +104,9 @@ export async function resolveKey(options: {
       } catch (error) {
         const refused = staleVerdict(key, error) ?? invalidVerdict(error);
         if (refused) throw refused;
-        timedOut = Date.now() >= deadline;
+        // The server ends an Update's long poll a little before the client's deadline.
+        timedOut =
+          Date.now() >= deadline || error instanceof WorkflowUpdateRPCTimeoutOrCancelledError;
         // The workflow closed between the check and the update: the store has the verdict.
         if (!timedOut) {
           status = await reconcileStatus(client, key);
