@@ -26,7 +26,9 @@ export async function readStore(
   refused: (rejected: RejectedResolve) => void,
 ): Promise<Verdict | null> {
   if (!takePatch(HELD_VERDICTS_PATCH)) return (await inspect(key)) as Verdict | null;
-  const answer = (await inspect(key, effect === undefined ? {} : { effect })) as InspectAnswer;
+  const answer = await inspect(key, effect === undefined ? {} : { effect });
+  // A worker without this change answers the verdict alone (mid-rollout).
+  if (answer === null || !('refused' in answer)) return answer;
   for (const { at, input, error } of answer.refused) refused({ at, input, error });
   return answer.verdict;
 }
