@@ -39,6 +39,8 @@ export type Command =
       name: 'resolve-batch';
       json: boolean;
       dryRun: boolean;
+      /** `--store-only`: decide in the store at once, unchecked (keys no Temporal worker serves). */
+      storeOnly?: boolean;
       dataConverter?: string;
       /** Default `by` for every verdict. */
       by: string;
@@ -236,9 +238,8 @@ function command(
       if (values.resource !== undefined || values['from-file'] !== undefined) {
         none();
         if (values.wait !== undefined) throw new UsageError('--wait goes with a single key', help);
-        if (values['store-only'] !== undefined)
-          throw new UsageError('--store-only goes with a single key', help);
-        return { ...parseBatch(values, json, user, help), ...dataConverter };
+        const storeOnly = values['store-only'] === true ? { storeOnly: true } : {};
+        return { ...parseBatch(values, json, user, help), ...dataConverter, ...storeOnly };
       }
       for (const batchOnly of ['older-than', 'newer-than', 'dry-run'] as const) {
         if (values[batchOnly] !== undefined)

@@ -412,12 +412,13 @@ async function resolveMany(
     );
     selected = `${keys.length} uncertain key(s) on ${source.selection.resource}`;
   }
-  const temporal = dryRun ? undefined : ctx.temporal();
+  const storeOnly = command.storeOnly === true;
+  const temporal = dryRun || storeOnly ? undefined : ctx.temporal();
   const connection = temporal && (await connectTemporal(temporal));
   try {
     const client = connection && ctx.temporalClient(connection, temporal!.namespace);
     if (temporal && !client) ctx.io.err(unreachable(temporal));
-    const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun });
+    const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun, storeOnly });
     ctx.print(printBatch(report, selected), report);
     if (report.failed.length > 0 || report.pending.length > 0 || (temporal && !client))
       return EXIT.unavailable;

@@ -147,8 +147,10 @@ export async function resolveBatch(options: {
   client: Client | undefined;
   verdicts: BatchVerdict[];
   dryRun: boolean;
+  /** Decide in the store at once, unchecked: for keys no Temporal worker serves. */
+  storeOnly?: boolean;
 }): Promise<BatchReport> {
-  const { store, client, verdicts, dryRun } = options;
+  const { store, client, verdicts, dryRun, storeOnly } = options;
   const report: BatchReport = {
     dryRun,
     decided: [],
@@ -165,7 +167,14 @@ export async function resolveBatch(options: {
       const { key, fence, ...input } = verdict;
       const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
       // Every held verdict is reported pending at once: a batch does not wait on each judgement.
-      const outcome = await resolveKey({ store, client, key, input: resolution, judgeWaitMs: 0 });
+      const outcome = await resolveKey({
+        store,
+        client,
+        key,
+        input: resolution,
+        judgeWaitMs: 0,
+        ...(storeOnly ? { storeOnly } : {}),
+      });
       if (outcome.pending) return { pending: outcome.message };
       return outcome.won ? undefined : { already: outcome.message };
     },

@@ -89,7 +89,7 @@ Decides an uncertain key after you checked the downstream.
                   Accepted, it decides; refused, the key stays uncertain. sideeffect show <key>
                   lists held verdicts and why one was refused
   --store-only    decide in the store at once, checked by no worker: only for keys no Temporal
-                  worker serves (a plain Runner)
+                  worker serves (a plain Runner). Also for the batch forms below
   --fence N       the episode you checked: the key's fence while uncertain (sideeffect show).
                   If the key was since re-applied and became uncertain again, your verdict is
                   about an earlier attempt and is refused (exit 1). Without it, the verdict
