@@ -215,10 +215,16 @@ describe('sideeffect resolve --from-file', () => {
     for (const key of refusedKeys)
       expect((await store.inspect(key))?.state ?? 'absent').not.toBe('done');
 
-    // Run again: every verdict is already decided or refused, nothing changes, exit 1.
+    // Run again: every verdict is already decided, refused or (still no worker) held again.
     const again = JSON.parse((await cli(['resolve', '--from-file', file, '--json'])).stdout);
     expect(again.decided).toEqual([]);
-    expect(again.alreadyDecided.length + again.refused.length).toBe(500);
+    expect(again.pending).toHaveLength(440);
+    expect(again.alreadyDecided.length + again.refused.length).toBe(60);
+    for (const line of lines.slice(0, 440))
+      expect((await store.heldVerdicts(line.key as string)).map((v) => v.state)).toEqual([
+        'pending',
+        'pending',
+      ]);
   }, 300_000);
 
   it('checks every line before sending anything: one bad line is exit 2 and nothing is decided', async () => {
