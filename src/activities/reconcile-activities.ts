@@ -2,14 +2,16 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
-import type { Store, SweepCoordination } from '../core/store.js';
+import { holdsVerdicts, type Store, type SweepCoordination } from '../core/store.js';
 import type { KeyRecord, UncertainBacklog } from '../core/types.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   type EnsureReconcileRequest,
   type EnsureReconcileResponse,
+  type InspectAnswer,
   type ReconcileInput,
   type ResolveInput,
+  recheckSignal,
   reconcileWorkflowId,
   resolveSignal,
   type Subscription,
@@ -21,7 +23,8 @@ import { settleAll } from '../syncx/index.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
-import { resultError } from './result-check.js';
+import { judgeHeldVerdicts, type RefusedHeldVerdict } from './pending-verdicts.js';
+import { verdictResultError } from './result-check.js';
 import type { SearchAttributeRegistration } from './search-attributes.js';
 
 /**
@@ -29,6 +32,14 @@ import type { SearchAttributeRegistration } from './search-attributes.js';
  * keys after an outage took about 20 s; unbounded, it would flood the frontend.
  */
 const SWEEP_START_CONCURRENCY = 16;
+
+/**
+ * A key's ReconcileWorkflow is prompted again for a verdict still held after this long, doubling
+ * up to PROMPT_MAX_MS: a run that cannot judge it (no effect known yet) gets a few signals an
+ * hour, not one per sweep.
+ */
+const PROMPT_AGAIN_MS = 60_000;
+const PROMPT_MAX_MS = 30 * 60_000;
 
 /**
  * What the ReconcileWorkflow knows about a verdict beyond its payload: the effect whose result
@@ -58,6 +69,8 @@ export interface SweepAndReconcileReport {
   uncertain: string[];
   freed: string[];
   reconciling: string[];
+  /** Keys with a verdict held for a worker's check whose ReconcileWorkflow was sent `recheck`. */
+  prompted: string[];
   backlog: UncertainBacklog;
 }
 
@@ -65,13 +78,20 @@ export interface SweepAndReconcileReport {
 export interface ReconcileActivities {
   /** Starts or joins `reconcile/<key>` and subscribes the calling workflow; answers at once if the store already decided. */
   ensureReconcile(request: EnsureReconcileRequest): Promise<EnsureReconcileResponse>;
-  /** The store's verdict on the key, or null while it is still uncertain. */
-  inspectKey(key: string): Promise<Verdict | null>;
+  /**
+   * The store's verdict on the key, or null while it is still uncertain, after judging the
+   * verdicts held there for a worker's check (with the effect named in `about`, else the one in
+   * the calling ReconcileWorkflow's memo). With `about`, answers an {@link InspectAnswer} that
+   * also lists the held verdicts it refused.
+   */
+  inspectKey(key: string, about?: { effect?: string }): Promise<Verdict | null | InspectAnswer>;
   /**
    * Records a verdict; `decided: false` when the store had already decided (first resolution
-   * wins), with that verdict. With `effect` named, an applied verdict whose result fails the
-   * effect's `result` check is refused (non-retryable SideEffectInvalidAction) before the store is
-   * touched.
+   * wins), with that verdict. Verdicts held in the store before it are judged first. An applied
+   * verdict whose result fails the effect's `result` check (the effect named in `about`, else the
+   * one in the calling ReconcileWorkflow's memo), or that has no result while the effect does not
+   * declare `result: 'void'`, is refused (non-retryable SideEffectInvalidAction) before the store
+   * is touched.
    */
   resolveKey(
     key: string,
@@ -126,6 +146,12 @@ export function reconcileActivities({
           'ensureReconcile runs inside a workflow',
         );
       const { key, resource, reason, effect, input } = request;
+      // A verdict held in the store waits for a worker that knows the effect: this one does.
+      const refused = await judged(key, async () => effect);
+      if (refused !== undefined) {
+        const decided = verdictOf(await inspect(key));
+        if (decided) return { verdict: decided };
+      }
       if (request.recheck && (await subscribed(key, subscriber))) return {};
       const probe = effect !== undefined && effects[effect]?.probe !== undefined;
       try {
@@ -156,19 +182,24 @@ export function reconcileActivities({
       return {};
     },
 
-    async inspectKey(key) {
-      return verdictOf(await inspect(key)) ?? null;
+    async inspectKey(key, about) {
+      const refused = (await judged(key, effectOf(about))) ?? [];
+      const verdict = verdictOf(await inspect(key)) ?? null;
+      return about === undefined ? verdict : { verdict, refused };
     },
 
     async resolveKey(key, resolution, about) {
-      const effect = about?.effect;
-      if (resolution.applied && effect !== undefined) {
-        const error = await resultError(effects[effect], resolution.result);
-        if (error !== undefined)
-          throw nonRetryable(
-            SideEffectFailureType.InvalidAction,
-            `result refused by effect "${effect}": ${error}`,
-          );
+      const effect = effectOf(about);
+      // Held verdicts came first: one of them may decide the key before this one.
+      await judged(key, effect);
+      if (resolution.applied) {
+        const name = await effect();
+        const error = await verdictResultError(
+          name,
+          name === undefined ? undefined : effects[name],
+          resolution.result,
+        );
+        if (error !== undefined) throw nonRetryable(SideEffectFailureType.InvalidAction, error);
       }
       const identity = await deliveredBy(about);
       try {
@@ -227,13 +258,89 @@ export function reconcileActivities({
       const reconciling = started.flatMap((start) =>
         start.status === 'fulfilled' ? [start.value] : [],
       );
-      return { uncertain, freed, reconciling, backlog: await store.uncertainBacklog() };
+      const prompted = await promptHeld();
+      return { uncertain, freed, reconciling, prompted, backlog: await store.uncertainBacklog() };
     },
 
     async registeredSearchAttributes() {
       return (await registration?.registered()) ?? [];
     },
   };
+
+  /** When each key with a held verdict was last prompted, and how many times. */
+  const prompts = new Map<string, { count: number; at: number }>();
+
+  /**
+   * Sends `recheck` to the ReconcileWorkflow of every key with a verdict held for a worker's
+   * check, so it judges the verdict within a sweep of Temporal answering again (the CLI holds one
+   * when it could not reach a worker, and its own prompt may have found Temporal down). Backs off
+   * per key; a failed signal is tried again at the next sweep.
+   */
+  async function promptHeld(): Promise<string[]> {
+    if (!holdsVerdicts(store)) return [];
+    const keys = await store.pendingVerdictKeys(sweepLimit);
+    const held = new Set(keys);
+    for (const key of prompts.keys()) if (!held.has(key)) prompts.delete(key);
+    const now = Date.now();
+    const due = keys.filter((key) => {
+      const last = prompts.get(key);
+      return (
+        last === undefined ||
+        now - last.at >= Math.min(PROMPT_AGAIN_MS * 2 ** (last.count - 1), PROMPT_MAX_MS)
+      );
+    });
+    const sent = await settleAll(
+      due.length,
+      async (i) => {
+        const key = due[i]!;
+        await client.workflow.getHandle(reconcileWorkflowId(key)).signal(recheckSignal);
+        prompts.set(key, { count: (prompts.get(key)?.count ?? 0) + 1, at: now });
+        return key;
+      },
+      { concurrency: SWEEP_START_CONCURRENCY },
+    );
+    return sent.flatMap((one) => (one.status === 'fulfilled' ? [one.value] : []));
+  }
+
+  /**
+   * Judges the verdicts held on an uncertain key (see judgeHeldVerdicts); undefined when the key
+   * is not uncertain (nothing held on it can decide it).
+   */
+  async function judged(
+    key: string,
+    effect: () => Promise<string | undefined>,
+  ): Promise<RefusedHeldVerdict[] | undefined> {
+    if ((await inspect(key))?.state !== 'uncertain') return undefined;
+    try {
+      return await judgeHeldVerdicts(store, effects, key, effect);
+    } catch (error) {
+      throw toFailure(error);
+    }
+  }
+
+  /**
+   * The effect whose result check judges a verdict: the one the ReconcileWorkflow named, else the
+   * one in its memo (runs held to 0.1's commands name none), asked only when a check needs it.
+   */
+  function effectOf(about: { effect?: string } | undefined): () => Promise<string | undefined> {
+    let memo: Promise<string | undefined> | undefined;
+    return async () => {
+      if (about?.effect !== undefined) return about.effect;
+      memo ??= memoEffect();
+      return memo;
+    };
+  }
+
+  async function memoEffect(): Promise<string | undefined> {
+    const run = Context.current().info.workflowExecution;
+    if (!run) return undefined;
+    try {
+      const { memo } = await client.workflow.getHandle(run.workflowId, run.runId).describe();
+      return typeof memo?.effect === 'string' ? memo.effect : undefined;
+    } catch {
+      return undefined;
+    }
+  }
 
   /**
    * The Temporal identity that sent the signal or Update this verdict came with, read from the

@@ -63,6 +63,28 @@ export async function resultError(
   }
 }
 
+/**
+ * Why a person's `applied` verdict (signal, Update, UI, CLI, batch, held in the store) cannot be
+ * recorded with `result`, or undefined. Stricter than {@link resultError}: a verdict without a
+ * result (absent or `null`) is refused unless the effect declares `result: 'void'` or a check that
+ * accepts it, since a caller typed for a result would otherwise fail on `null` forever (the
+ * first verdict wins). `effect` undefined is an effect this worker does not know: it declares
+ * nothing, so only a verdict with a result passes.
+ */
+export async function verdictResultError(
+  name: string | undefined,
+  effect: AnyEffect | undefined,
+  result: unknown,
+): Promise<string | undefined> {
+  const check = effect?.result;
+  if ((result === null || result === undefined) && check === undefined)
+    return name !== undefined && effect !== undefined
+      ? `applied without a result: effect "${name}" declares no result check, so its callers expect what it returned; send that as "result" (or declare result: 'void' on an effect that returns nothing)`
+      : 'applied without a result: the effect is not known here, so its callers may expect a result; send what it returned as "result"';
+  const error = await resultError(effect, result);
+  return error === undefined ? undefined : `result refused by effect "${name}": ${error}`;
+}
+
 function issueText(issue: {
   message: string;
   path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }>;

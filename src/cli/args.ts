@@ -36,13 +36,17 @@ export type Command =
       attempt: { fence: number } | 'any';
       /** Module whose `dataConverter` export the Temporal Client uses (`--data-converter`). */
       dataConverter?: string;
-      /** How long to wait for the ReconcileWorkflow before recording in the store directly. */
+      /** How long to wait for the ReconcileWorkflow before holding the verdict in the store. */
       waitMs: number;
+      /** `--store-only`: decide in the store at once, unchecked (keys no Temporal worker serves). */
+      storeOnly?: boolean;
     }
   | {
       name: 'resolve-batch';
       json: boolean;
       dryRun: boolean;
+      /** `--store-only`: decide in the store at once, unchecked (keys no Temporal worker serves). */
+      storeOnly?: boolean;
       dataConverter?: string;
       /** Default `by` for every verdict. */
       by: string;
@@ -111,6 +115,7 @@ const SPEC = {
   'from-file': { type: 'string' },
   'dry-run': { type: 'boolean' },
   'any-attempt': { type: 'boolean' },
+  'store-only': { type: 'boolean' },
   force: { type: 'boolean' },
   yes: { type: 'boolean', short: 'y' },
   'data-converter': { type: 'string' },
@@ -169,6 +174,7 @@ const OPTIONS: Record<string, string[]> = {
     'fence',
     'any-attempt',
     'wait',
+    'store-only',
     'resource',
     'older-than',
     'newer-than',
@@ -362,7 +368,8 @@ function command(
       if (values.resource !== undefined || values['from-file'] !== undefined) {
         none();
         if (values.wait !== undefined) throw new UsageError('--wait goes with a single key', help);
-        return { ...parseBatch(values, json, user, help), ...dataConverter };
+        const storeOnly = values['store-only'] === true ? { storeOnly: true } : {};
+        return { ...parseBatch(values, json, user, help), ...dataConverter, ...storeOnly };
       }
       for (const batchOnly of ['older-than', 'newer-than', 'dry-run'] as const) {
         if (values[batchOnly] !== undefined)
@@ -395,6 +402,9 @@ function command(
       const by = typeof values.by === 'string' && values.by ? values.by : user;
       const waitMs =
         values.wait === undefined ? DEFAULT_RESOLVE_WAIT_MS : duration(values.wait, 'wait', help);
+      const storeOnly = values['store-only'] === true;
+      if (storeOnly && values.wait !== undefined)
+        throw new UsageError('--store-only asks no ReconcileWorkflow: it takes no --wait', help);
       return {
         name,
         json,
@@ -406,6 +416,7 @@ function command(
         attempt: attempt(values, key, help),
         ...dataConverter,
         waitMs,
+        ...(storeOnly ? { storeOnly } : {}),
       };
     }
     case 'codec-server': {

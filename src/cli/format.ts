@@ -1,5 +1,5 @@
 import { decodeJson } from '../core/json.js';
-import type { KeyEvent, KeyRecord } from '../core/types.js';
+import type { HeldVerdict, KeyEvent, KeyRecord } from '../core/types.js';
 import type { StoreStats } from '../store/postgres/index.js';
 
 /** Human output: aligned columns a person can scan; `--json` is for scripts. */
@@ -16,7 +16,7 @@ export function printList(records: KeyRecord[]): string {
   return table(['STATE', 'FENCE', 'UPDATED', 'KEY', 'RESOURCE', 'REASON'], rows);
 }
 
-export function printKey(record: KeyRecord, events: KeyEvent[]): string {
+export function printKey(record: KeyRecord, events: KeyEvent[], held: HeldVerdict[] = []): string {
   const lines = [
     `key:          ${record.key}`,
     `resource:     ${record.resource}`,
@@ -51,6 +51,7 @@ export function printKey(record: KeyRecord, events: KeyEvent[]): string {
     const who = whoDecided(event);
     if (who) lines.push(`    ${who}`);
   });
+  if (held.length > 0) lines.push('', ...printHeld(held));
   return lines.join('\n');
 }
 
@@ -71,6 +72,28 @@ function whoDecided(event: KeyEvent): string | undefined {
 /** A word as a POSIX shell reads it back (single-quoted unless plain), for commands printed to paste. */
 export function shellWord(word: string): string {
   return /^[\w./:@%+=,-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
+}
+
+/**
+ * The verdicts held in the store for a worker's check: a pending one decides nothing yet, a
+ * refused one says why the key is still uncertain.
+ */
+function printHeld(held: HeldVerdict[]): string[] {
+  const rows = held.map((v) => [
+    `#${v.id}`,
+    iso(v.at),
+    v.state,
+    String(v.fence),
+    v.applied
+      ? `applied, result ${v.result ? safeResult(v.result.payload) : 'none'}`
+      : 'not applied',
+    v.by ?? '-',
+    v.state === 'pending' ? "waits for a worker to run the effect's result check" : (v.why ?? '-'),
+  ]);
+  return [
+    "held verdicts (recorded without a worker; a worker's check decides them):",
+    table(['ID', 'AT', 'STATE', 'FENCE', 'VERDICT', 'BY', 'WHY'], rows),
+  ];
 }
 
 function safeResult(payload: Uint8Array): string {

@@ -12,8 +12,8 @@ import {
 } from '../core/errors.js';
 import { decodeJson } from '../core/json.js';
 import { maskConnectionString } from '../core/mask.js';
-import type { Store } from '../core/store.js';
-import type { KeyRecord } from '../core/types.js';
+import type { Store, VerdictHolding } from '../core/store.js';
+import type { KeyRecord, Result } from '../core/types.js';
 import { connectionRefusal, connectionTarget } from '../store/postgres/connection.js';
 import {
   connectionConfig,
@@ -253,7 +253,7 @@ interface Context {
   /** Asks the person at the terminal; absent when there is none. */
   confirm: ((question: string) => Promise<boolean>) | undefined;
   pool: pg.Pool;
-  store: Store;
+  store: Store & VerdictHolding;
   schema: string;
   temporal: () => ClusterSettings;
   print: (human: string, json: unknown) => void;
@@ -334,18 +334,25 @@ async function run(
           EXIT.refused,
         );
       const events = await store.events(command.key);
-      print(printKey(record, events), {
+      const held = await store.heldVerdicts(command.key);
+      print(printKey(record, events, held), {
         ...jsonRecord(record),
         events: events.map((event) => ({ ...event, at: iso(event.at) })),
+        heldVerdicts: held.map(({ result, at, judgedAt, ...verdict }) => ({
+          ...verdict,
+          ...(result ? { result: jsonResult(result) } : {}),
+          at: iso(at),
+          ...(judgedAt === undefined ? {} : { judgedAt: iso(judgedAt) }),
+        })),
       });
       return EXIT.ok;
     }
     case 'resolve': {
       const temporal = ctx.temporal();
-      const connection = await connectTemporal(temporal);
+      const connection = command.storeOnly ? undefined : await connectTemporal(temporal);
       try {
         const client = connection && ctx.temporalClient(connection, temporal.namespace);
-        if (!client) ctx.io.err(unreachable(temporal));
+        if (!client && !command.storeOnly) ctx.io.err(unreachable(temporal));
         const { applied, reason, result, by } = command;
         const fence =
           command.attempt === 'any'
@@ -368,12 +375,16 @@ async function run(
           key: command.key,
           input,
           waitMs: command.waitMs,
+          ...(command.storeOnly ? { storeOnly: true } : {}),
         });
         // The JSON on stdout says it too; a person piping it should still see this.
-        if (outcome.timedOut && command.json) ctx.io.err(`sideeffect: ${outcome.message}`);
+        if ((outcome.timedOut || outcome.pending) && command.json)
+          ctx.io.err(`sideeffect: ${outcome.message}`);
         print(outcome.message, outcome);
+        // Held, not decided: the waiting workflow was not told (a wrong --namespace lands here too).
+        if (outcome.pending) return EXIT.unavailable;
         if (!outcome.won) return EXIT.refused;
-        return client ? EXIT.ok : EXIT.unavailable;
+        return client || command.storeOnly ? EXIT.ok : EXIT.unavailable;
       } catch (error) {
         if (error instanceof StaleVerdictError)
           return ctx.fail(
@@ -485,14 +496,16 @@ async function resolveMany(
     );
     selected = `${verdicts.length} uncertain key(s) on ${source.selection.resource}`;
   }
-  const temporal = dryRun ? undefined : ctx.temporal();
+  const storeOnly = command.storeOnly === true;
+  const temporal = dryRun || storeOnly ? undefined : ctx.temporal();
   const connection = temporal && (await connectTemporal(temporal));
   try {
     const client = connection && ctx.temporalClient(connection, temporal!.namespace);
     if (temporal && !client) ctx.io.err(unreachable(temporal));
-    const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun });
+    const report = await resolveBatch({ store: ctx.store, client, verdicts, dryRun, storeOnly });
     ctx.print(printBatch(report, selected), report);
-    if (report.failed.length > 0 || (temporal && !client)) return EXIT.unavailable;
+    if (report.failed.length > 0 || report.pending.length > 0 || (temporal && !client))
+      return EXIT.unavailable;
     if (report.alreadyDecided.length > 0 || report.refused.length > 0) return EXIT.refused;
     return EXIT.ok;
   } finally {
@@ -666,7 +679,7 @@ async function connectTemporal(settings: ClusterSettings): Promise<Connection | 
  * next recheck), but the run exits 3 so a script knows the waiting workflow was not told.
  */
 function unreachable(temporal: ClusterSettings): string {
-  return `sideeffect: Temporal at ${temporal.connectionOptions.address} (namespace ${temporal.namespace}) does not answer; recording in the store only (exit 3): the waiting workflow sees the verdict at its next recheck. Check --address, --namespace, --profile or TEMPORAL_ADDRESS`;
+  return `sideeffect: Temporal at ${temporal.connectionOptions.address} (namespace ${temporal.namespace}) does not answer; holding the verdict in the store for a worker's check (exit 3): once Temporal answers, a worker's sweeper prompts the key's ReconcileWorkflow within about a minute, which checks it and, accepted, tells the waiting workflow. Check --address, --namespace, --profile or TEMPORAL_ADDRESS`;
 }
 
 function iso(ms: number): string {
@@ -681,6 +694,15 @@ function jsonRecord(record: KeyRecord) {
     return { ...rest, result: decodeJson(result) };
   } catch {
     return { ...rest, resultBytes: Buffer.from(result.payload).toString('base64') };
+  }
+}
+
+/** A held verdict's result as JSON, or its bytes in base64 when they are not JSON. */
+function jsonResult(result: Result): unknown {
+  try {
+    return decodeJson(result);
+  } catch {
+    return { resultBytes: Buffer.from(result.payload).toString('base64') };
   }
 }
 

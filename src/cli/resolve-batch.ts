@@ -45,6 +45,11 @@ export interface BatchReport {
   refused: Array<{ key: string; code: string; message: string }>;
   /** Could not be sent (store or Temporal unreachable); safe to run the batch again. */
   failed: Array<{ key: string; message: string }>;
+  /**
+   * Held in the store until a worker runs the effect's result check on it (no worker answered):
+   * not decided yet. `sideeffect show KEY` says what became of it.
+   */
+  pending: Array<{ key: string; message: string }>;
 }
 
 /** Verdicts in flight at once: enough to finish hundreds of keys in seconds, few enough not to flood the worker. */
@@ -157,8 +162,10 @@ export async function resolveBatch(options: {
   client: Client | undefined;
   verdicts: BatchVerdict[];
   dryRun: boolean;
+  /** Decide in the store at once, unchecked: for keys no Temporal worker serves. */
+  storeOnly?: boolean;
 }): Promise<BatchReport> {
-  const { store, client, verdicts, dryRun } = options;
+  const { store, client, verdicts, dryRun, storeOnly } = options;
   const report: BatchReport = {
     dryRun,
     decided: [],
@@ -166,6 +173,7 @@ export async function resolveBatch(options: {
     alreadyDecided: [],
     refused: [],
     failed: [],
+    pending: [],
   };
   const settled = await settleAll(
     verdicts.length,
@@ -174,7 +182,16 @@ export async function resolveBatch(options: {
       if (dryRun) return dryRunOne(store, verdict.key);
       const { key, fence, ...input } = verdict;
       const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
-      const outcome = await resolveKey({ store, client, key, input: resolution });
+      // Every held verdict is reported pending at once: a batch does not wait on each judgement.
+      const outcome = await resolveKey({
+        store,
+        client,
+        key,
+        input: resolution,
+        judgeWaitMs: 0,
+        ...(storeOnly ? { storeOnly } : {}),
+      });
+      if (outcome.pending) return { pending: outcome.message };
       return outcome.won ? undefined : { already: outcome.message };
     },
     { concurrency: CONCURRENCY },
@@ -186,6 +203,7 @@ export async function resolveBatch(options: {
       if (slot.value === undefined) report.decided.push(key);
       else if ('already' in slot.value)
         report.alreadyDecided.push({ key, message: slot.value.already });
+      else if ('pending' in slot.value) report.pending.push({ key, message: slot.value.pending });
       else report.refused.push({ key, ...slot.value });
       return;
     }
@@ -235,11 +253,11 @@ function refusalMessage(error: unknown): string {
 
 /** The summary an operator reads after a batch: counts first, then every key that needs a look. */
 export function printBatch(report: BatchReport, selected: string): string {
-  const { decided, alreadyDecided, refused, failed } = report;
+  const { decided, alreadyDecided, refused, failed, pending } = report;
   const lines = [
     report.dryRun
       ? `dry run over ${selected}: ${decided.length} would be decided, ${alreadyDecided.length} already decided, ${refused.length} would be refused; nothing was sent`
-      : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}`,
+      : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}${pending.length > 0 ? `, held pending ${pending.length}` : ''}`,
   ];
   const attempt = (key: string) =>
     report.fences[key] === undefined ? '' : ` (the attempt with fence ${report.fences[key]})`;
@@ -255,5 +273,10 @@ export function printBatch(report: BatchReport, selected: string): string {
     lines.push('refused:', ...refused.map((e) => `  ${e.key}: ${e.code}: ${e.message}`));
   if (failed.length > 0)
     lines.push('failed (run the batch again):', ...failed.map((e) => `  ${e.key}: ${e.message}`));
+  if (pending.length > 0)
+    lines.push(
+      "held pending (a worker checks each when it next reads the key's store; `sideeffect show KEY` says what became of it):",
+      ...pending.map((e) => `  ${e.key}: ${e.message}`),
+    );
   return lines.join('\n');
 }

@@ -1,11 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { hostname, userInfo } from 'node:os';
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import {
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+} from '@temporalio/client';
+import { ApplicationFailure, NamespaceNotFoundError } from '@temporalio/common';
 import { InvalidActionError, NotUncertainError, StaleVerdictError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
-import type { Store } from '../core/store.js';
+import { holdsVerdicts, type Store, type VerdictHolding } from '../core/store.js';
+import type { HeldVerdict } from '../core/types.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   CLI_UPDATE_ID_PREFIX,
@@ -29,6 +34,15 @@ export interface ResolveReport {
   message: string;
   /** The ReconcileWorkflow did not answer within the wait: the verdict went to the store directly. */
   timedOut?: boolean;
+  /**
+   * Held in the store until a worker runs the effect's result check on it: not decided yet (the
+   * report's `applied`/`result` are the verdict as sent). See {@link heldId}.
+   */
+  pending?: boolean;
+  /** The held verdict's id, as `sideeffect show` lists it. */
+  heldId?: number;
+  /** No ReconcileWorkflow for the key in the client's namespace (a wrong `--namespace`, or none started yet). */
+  notFound?: boolean;
 }
 
 /**
@@ -47,20 +61,29 @@ export function cliIdentity(): string {
   return `sideeffect-cli:${user}@${hostname()} (pid ${process.pid})`;
 }
 
+/** How long the CLI keeps trying to prompt the ReconcileWorkflow (`recheck`) after holding a verdict. */
+const PROMPT_FOR_MS = 30_000;
+const PROMPT_EVERY_MS = 2_000;
+/** How long `resolveKey` waits for a worker to judge a verdict it held, unless told otherwise. */
+const DEFAULT_JUDGE_WAIT_MS = 10_000;
+
 /** How long `resolveKey` waits for the ReconcileWorkflow's answer unless told otherwise. */
 const DEFAULT_WAIT_MS = 30_000;
 
 /**
  * Decides an uncertain key. Through its running ReconcileWorkflow when there
- * is one, so the waiting workflow goes on at once; else straight in the store.
- * Either way the first resolution wins and a later one is told what stands.
+ * is one, so the waiting workflow goes on at once; else in the store, held until a worker has run
+ * the effect's result check on it. Either way the first resolution wins and a later one is told
+ * what stands.
  *
- * The ReconcileWorkflow gets `waitMs` to answer. Past it (no worker polls its task queue) the
- * verdict is recorded in the store directly and the workflow is sent a `recheck` signal: the
- * Update may still be admitted and run when a worker comes back, but by then the store has the
- * verdict, so it changes nothing, and the person is told the verdict that stands rather than a
- * failure that would later turn out applied. The effect's result check does not run on that
- * path (only a worker knows the effect).
+ * The ReconcileWorkflow gets `waitMs` to answer. Past it (no worker polls its task queue, or its
+ * activity slots are busy), or when Temporal does not answer or has no such workflow in the
+ * namespace, the verdict is held in the store (a store without holding records it at once) and
+ * the ReconcileWorkflow is prompted with `recheck` for a bounded time: its worker judges the held
+ * verdict with the effect's check, and so does the worker's sweeper's prompt once Temporal
+ * answers again. The CLI then waits up to `judgeWaitMs` for that judgement: accepted, the report
+ * says decided; refused, an InvalidActionError says why (the key stays uncertain); neither yet, the
+ * report is `pending` and says what happens next.
  */
 export async function resolveKey(options: {
   store: Store;
@@ -68,49 +91,185 @@ export async function resolveKey(options: {
   key: string;
   input: ResolveInput;
   waitMs?: number;
+  judgeWaitMs?: number;
+  /** Decide in the store at once, unchecked: for keys no Temporal worker serves (a plain Runner). */
+  storeOnly?: boolean;
 }): Promise<ResolveReport> {
   const { store, client, key, input } = options;
+  if (options.storeOnly)
+    return resolveInStore(store, key, input, cliIdentity(), 'store only, unchecked');
   const waitMs = options.waitMs ?? DEFAULT_WAIT_MS;
   let timedOut = false;
-  if (client && (await isRunning(client, key))) {
-    const deadline = Date.now() + waitMs;
-    try {
-      const final = await client.connection.withDeadline(deadline, () =>
-        client.workflow.getHandle(reconcileWorkflowId(key)).executeUpdate(resolveUpdate, {
-          args: [input],
-          updateId: `${CLI_UPDATE_ID_PREFIX}${randomUUID()}`,
-        }),
-      );
-      return report('workflow', input, final, sameVerdict(input, final));
-    } catch (error) {
-      const refused = staleVerdict(key, error) ?? invalidVerdict(error);
-      if (refused) throw refused;
-      timedOut = Date.now() >= deadline;
-      // The workflow closed between the check and the update: the store has the verdict.
-      if (!timedOut && (await isRunning(client, key))) throw error;
+  let status: Awaited<ReturnType<typeof reconcileStatus>> | undefined;
+  if (client) {
+    status = await reconcileStatus(client, key);
+    if (status === 'running') {
+      const deadline = Date.now() + waitMs;
+      try {
+        const final = await client.connection.withDeadline(deadline, () =>
+          client.workflow.getHandle(reconcileWorkflowId(key)).executeUpdate(resolveUpdate, {
+            args: [input],
+            updateId: `${CLI_UPDATE_ID_PREFIX}${randomUUID()}`,
+          }),
+        );
+        return report('workflow', input, final, sameVerdict(input, final));
+      } catch (error) {
+        const refused = staleVerdict(key, error) ?? invalidVerdict(error);
+        if (refused) throw refused;
+        // The server ends an Update's long poll a little before the client's deadline.
+        timedOut =
+          Date.now() >= deadline || error instanceof WorkflowUpdateRPCTimeoutOrCancelledError;
+        // The workflow closed between the check and the update: the store has the verdict.
+        if (!timedOut) {
+          status = await reconcileStatus(client, key);
+          if (status === 'running') throw error;
+        }
+      }
     }
   }
   // Recorded beside `by` as who delivered it, like the identity the Update would have carried.
   const identity = client?.options.identity ?? cliIdentity();
-  const stored = await resolveInStore(store, key, input, identity);
-  if (!timedOut) return stored;
-  if (!stored.won && (await isOwnVerdict(store, key, input, identity))) {
-    const landed = report('workflow', input, stored, true);
-    return { ...landed, message: `${landed.message}, as the wait ran out` };
+  if (!holdsVerdicts(store)) {
+    const stored = await resolveInStore(store, key, input, identity, 'store only');
+    return timedOut ? { ...stored, timedOut } : stored;
   }
-  // Ends the waiting ReconcileWorkflow once a worker reads its signals again.
-  await client!.workflow
-    .getHandle(reconcileWorkflowId(key))
-    .signal(recheckSignal)
-    .catch(() => {});
-  const seconds = Math.round(waitMs / 1000);
-  const prefix = `its ReconcileWorkflow did not answer within ${seconds}s (is a worker polling its task queue?), so the verdict went to the store directly`;
-  const after =
-    "the ReconcileWorkflow and the waiting workflow take the store's verdict when a worker runs them again; the unanswered Update can no longer change it";
-  return { ...stored, timedOut, message: `${prefix}: ${stored.message}; ${after}` };
+  const held = await holdInStore(store, key, input, identity);
+  if (!('verdict' in held)) {
+    if (timedOut && !held.won && (await isOwnVerdict(store, key, input, identity))) {
+      const landed = report('workflow', input, held, true);
+      return { ...landed, message: `${landed.message}, as the wait ran out` };
+    }
+    return held;
+  }
+  const notFound = status === 'not found';
+  const prompted =
+    client !== undefined && status === 'running'
+      ? promptRecheck(client, key)
+      : Promise.resolve(false);
+  // Only a worker reached through Temporal can judge it now; otherwise there is nothing to wait for.
+  const judgeWaitMs = status === 'running' ? (options.judgeWaitMs ?? DEFAULT_JUDGE_WAIT_MS) : 0;
+  const judged = await awaitJudgement(store, held.verdict, judgeWaitMs);
+  if (judged.state === 'refused')
+    throw new InvalidActionError(
+      'verdict',
+      `${judged.why ?? "refused by the effect's result check"}; the key stays uncertain (see \`sideeffect show ${key}\`)`,
+    );
+  if (judged.state !== 'pending') {
+    // Accepted: it decided. Late: another verdict decided first, and that one stands.
+    const record = await store.inspect(key);
+    const standing =
+      record?.state === 'done'
+        ? { applied: true, result: decodeJson(record.result!) }
+        : ((await resolvedNotApplied(store, key)) ?? { applied: false });
+    const decided = report('store', input, standing, judged.state === 'accepted');
+    return { ...decided, message: `${decided.message}, checked by a worker` };
+  }
+  const why = timedOut
+    ? `its ReconcileWorkflow did not answer within ${Math.round(waitMs / 1000)}s (are its worker's slots busy, or is no worker polling its task queue?)`
+    : notFound
+      ? `no ReconcileWorkflow ${reconcileWorkflowId(key)} in namespace ${client!.options.namespace} (check --namespace; a worker's sweeper starts one for every uncertain key it finds)`
+      : status === 'closed'
+        ? `its ReconcileWorkflow ${reconcileWorkflowId(key)} has closed (a worker's sweeper starts a new one)`
+        : 'Temporal did not answer';
+  const sent = await prompted;
+  return {
+    won: false,
+    via: 'store',
+    applied: input.applied,
+    ...(input.applied ? { result: input.result ?? null } : {}),
+    reason: input.reason,
+    ...(input.by === undefined ? {} : { by: input.by }),
+    pending: true,
+    heldId: judged.id,
+    ...(timedOut ? { timedOut } : {}),
+    ...(notFound ? { notFound } : {}),
+    message: pendingMessage(key, why, judged.id, sent, client?.options.namespace),
+  };
 }
 
-async function resolveInStore(store: Store, key: string, input: ResolveInput, identity: string) {
+/**
+ * What a person is told about a held verdict: why it was held, what happens to it and when, and
+ * how to hurry it or look at it.
+ */
+function pendingMessage(
+  key: string,
+  why: string,
+  id: number,
+  prompted: boolean,
+  namespace: string | undefined,
+): string {
+  const workflow = reconcileWorkflowId(key);
+  const ns = namespace === undefined ? '' : ` --namespace ${namespace}`;
+  return [
+    `${why}: your verdict is held in the store as pending verdict #${id} and decides nothing yet.`,
+    `${prompted ? `${workflow} was sent \`recheck\`, so` : 'Once Temporal answers,'} a worker runs the effect's result check on it when ${workflow} next reads the store: at once when its worker has a free slot, and at the latest at the worker's next sweep (about every minute), which prompts it.`,
+    'Accepted, it decides the key and the waiting workflow goes on; refused, the key stays uncertain and `sideeffect show` says why.',
+    `Follow it: sideeffect show ${key}; prompt it yourself: temporal workflow signal --workflow-id '${workflow}' --name recheck${ns}`,
+  ].join(' ');
+}
+
+/** Sends `recheck` until it is delivered or PROMPT_FOR_MS passed; whether it was delivered. */
+async function promptRecheck(client: Client, key: string): Promise<boolean> {
+  const until = Date.now() + PROMPT_FOR_MS;
+  for (;;) {
+    try {
+      await client.workflow.getHandle(reconcileWorkflowId(key)).signal(recheckSignal);
+      return true;
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError || Date.now() + PROMPT_EVERY_MS > until)
+        return false;
+      await new Promise((resolve) => setTimeout(resolve, PROMPT_EVERY_MS));
+    }
+  }
+}
+
+/** The held verdict once a worker judged it, or as it stands after `waitMs`. */
+async function awaitJudgement(
+  store: Store & VerdictHolding,
+  held: HeldVerdict,
+  waitMs: number,
+): Promise<HeldVerdict> {
+  const until = Date.now() + waitMs;
+  let current = held;
+  while (current.state === 'pending' && Date.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    current = (await store.heldVerdicts(held.key)).find((one) => one.id === held.id) ?? current;
+  }
+  return current;
+}
+
+/** Holds the verdict for a worker's check: the held verdict, or the report of what already stands. */
+async function holdInStore(
+  store: Store & VerdictHolding,
+  key: string,
+  input: ResolveInput,
+  identity: string,
+): Promise<{ verdict: HeldVerdict } | ResolveReport> {
+  try {
+    const outcome = await store.holdVerdict(key, {
+      applied: input.applied,
+      reason: input.reason,
+      ...(input.applied ? { result: encodeJson(input.result ?? null) } : {}),
+      ...(input.by ? { by: input.by } : {}),
+      ...(input.fence === undefined ? {} : { fence: input.fence }),
+      identity: viaStore(identity, 'store only'),
+    });
+    if (outcome.outcome === 'held') return { verdict: outcome.verdict };
+    return report('store', input, { applied: true, result: decodeJson(outcome.result) }, false);
+  } catch (error) {
+    const earlier = error instanceof NotUncertainError && (await resolvedNotApplied(store, key));
+    if (!earlier) throw error;
+    return report('store', input, earlier, false);
+  }
+}
+
+async function resolveInStore(
+  store: Store,
+  key: string,
+  input: ResolveInput,
+  identity: string,
+  how: string,
+) {
   try {
     const outcome = await store.resolveUncertain(key, {
       applied: input.applied,
@@ -118,7 +277,7 @@ async function resolveInStore(store: Store, key: string, input: ResolveInput, id
       result: encodeJson(input.result ?? null),
       ...(input.by ? { by: input.by } : {}),
       ...(input.fence === undefined ? {} : { fence: input.fence }),
-      identity: storeOnly(identity),
+      identity: viaStore(identity, how),
     });
     const result = outcome.result && decodeJson(outcome.result);
     return report(
@@ -135,10 +294,8 @@ async function resolveInStore(store: Store, key: string, input: ResolveInput, id
 }
 
 /** The identity a verdict recorded by the CLI in the store directly carries: which path it took. */
-function storeOnly(identity: string): string {
-  return identity.endsWith(')')
-    ? `${identity.slice(0, -1)}, store only)`
-    : `${identity} (store only)`;
+function viaStore(identity: string, how: string): string {
+  return identity.endsWith(')') ? `${identity.slice(0, -1)}, ${how})` : `${identity} (${how})`;
 }
 
 /**
@@ -148,7 +305,10 @@ function storeOnly(identity: string): string {
  * recorded, when it is the one that stands.
  */
 async function isOwnVerdict(store: Store, key: string, input: ResolveInput, identity: string) {
-  const verdict = (await store.events(key)).filter((event) => event.from === 'uncertain').at(-1);
+  // Verdicts that moved the key; a held or refused one leaves it uncertain.
+  const verdict = (await store.events(key))
+    .filter((event) => event.from === 'uncertain' && event.to !== 'uncertain')
+    .at(-1);
   return (
     verdict !== undefined &&
     verdict.identity === identity &&
@@ -190,12 +350,16 @@ function invalidVerdict(error: unknown): InvalidActionError | undefined {
   return new InvalidActionError('verdict', `${cause.message}; nothing was recorded`);
 }
 
-async function isRunning(client: Client, key: string): Promise<boolean> {
+async function reconcileStatus(
+  client: Client,
+  key: string,
+): Promise<'running' | 'closed' | 'not found'> {
   try {
     const description = await client.workflow.getHandle(reconcileWorkflowId(key)).describe();
-    return description.status.name === 'RUNNING';
+    return description.status.name === 'RUNNING' ? 'running' : 'closed';
   } catch (error) {
-    if (error instanceof WorkflowNotFoundError) return false;
+    if (error instanceof WorkflowNotFoundError || error instanceof NamespaceNotFoundError)
+      return 'not found';
     throw error;
   }
 }

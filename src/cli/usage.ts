@@ -75,7 +75,7 @@ Lists keys, newest change first (default limit 50).`,
   show: `Usage: sideeffect show <key> [-o json]
 
 Shows a key's state, fence, result, reason and every transition with who made it and why.`,
-  resolve: `Usage: sideeffect resolve <key> --fence N|--any-attempt --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--wait D] [-o json]
+  resolve: `Usage: sideeffect resolve <key> --fence N|--any-attempt --applied --result JSON|--not-applied --reason TEXT [--by NAME] [--wait D|--store-only] [-o json]
 
 Decides an uncertain key after you checked the downstream.
   --applied       it took effect; --result (required) is the JSON the workflow will get,
@@ -83,10 +83,15 @@ Decides an uncertain key after you checked the downstream.
                   effect's declared result check and refuses a bad one before recording it
   --not-applied   it did not; the waiting workflow runs the effect again
   --wait D        how long the ReconcileWorkflow gets to answer (default 30s; 45s, 2m...). Past
-                  it (no worker polling), the verdict is recorded in the store directly and the
-                  output says so (exit 0 if it stands, 1 if another verdict was first); the
-                  unanswered Update cannot change it later. The effect's result check does not
-                  run on that path
+                  it (its worker busy or gone), when Temporal does not answer, or when the
+                  namespace has no reconcile/<key>, the verdict is HELD in the store as pending
+                  (exit 3): a worker runs the effect's result check on it when the key's
+                  ReconcileWorkflow next reads the store (the CLI sends it \`recheck\`; the
+                  worker's sweeper prompts it about every minute once Temporal answers).
+                  Accepted, it decides; refused, the key stays uncertain. sideeffect show <key>
+                  lists held verdicts and why one was refused
+  --store-only    decide in the store at once, checked by no worker: only for keys no Temporal
+                  worker serves (a plain Runner). Also for the batch forms below
   --fence N       required: the attempt you checked, the key's fence while uncertain
                   (sideeffect show KEY prints it). If the key was since re-applied and became
                   uncertain again, your verdict is about an earlier attempt: refused (exit 1),
@@ -94,7 +99,7 @@ Decides an uncertain key after you checked the downstream.
   --any-attempt   instead of --fence: decide whichever attempt is uncertain when the verdict is
                   sent, and print its fence. Only when what you checked holds for any attempt
 If the key's ReconcileWorkflow (reconcile/<key>) is running, the verdict goes through it,
-so the waiting workflow continues; otherwise it is recorded in the store directly.
+so the waiting workflow continues; otherwise it is held in the store for a worker's check.
 The first resolution wins: if someone resolved the key first, you are told so (exit 1).
   --data-converter PATH   a module exporting \`dataConverter\` (or a default export): the data
                   converter your Client and Worker use, e.g. with an encryption codec

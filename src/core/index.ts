@@ -4,6 +4,7 @@ export { maskConnectionString } from './mask.js';
 export * from './runner.js';
 export {
   type FencedSink,
+  holdsVerdicts,
   isTransactionalStore,
   type ListFilter,
   type Store,
@@ -11,6 +12,7 @@ export {
   type TransactionContext,
   type TransactionIsolation,
   type TransactionOptions,
+  type VerdictHolding,
 } from './store.js';
 export * from './types.js';
 export { defaultLimits, type Limits } from './validate.js';

@@ -3,6 +3,8 @@ import type {
   Acquisition,
   Action,
   Fence,
+  HeldVerdict,
+  HoldOutcome,
   Key,
   KeyEvent,
   KeyRecord,
@@ -13,6 +15,7 @@ import type {
   Result,
   SweepReport,
   UncertainBacklog,
+  VerdictJudgement,
 } from './types.js';
 
 /** Which keys `Store.list` returns, and in what order. */
@@ -147,6 +150,41 @@ export interface SweepCoordination {
 
   /** Optional: gives up the leadership `owner` holds, so another sweeper takes over at once. */
   resignSweep?(owner: object): Promise<void>;
+}
+
+/**
+ * Verdicts held for a worker's check, beside the {@link Store} contract: whoever records a
+ * verdict without a worker (the CLI when Temporal does not answer in time) holds it here instead
+ * of deciding the key, so the effect's `result` check still runs before any caller sees it. Both
+ * bundled stores implement it; a store without it has verdicts recorded straight away, unchecked.
+ */
+export interface VerdictHolding {
+  /**
+   * Holds a verdict on an uncertain key for a worker's check, pinned to the attempt it judges
+   * (its `fence`, else the key's current one) and recorded as an event. Refused as
+   * `resolveUncertain` refuses: StaleVerdictError for another attempt, NotUncertainError unless
+   * uncertain; on a done key returns `replayed` with the result that stands.
+   */
+  holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome>;
+
+  /** Every verdict held on the key, oldest first, whatever it became. */
+  heldVerdicts(key: Key): Promise<HeldVerdict[]>;
+
+  /** Up to `limit` uncertain keys with a pending verdict for their current attempt, oldest verdict first. */
+  pendingVerdictKeys(limit: number): Promise<Key[]>;
+
+  /**
+   * Judges a pending verdict in one atomic step: accepted, it is applied as `resolveUncertain`
+   * applies a verdict (first resolution wins, same attempt only; else it becomes `late`);
+   * refused, it is marked so with why, and an event on the still uncertain key says so. A
+   * verdict judged before is returned as it stands; an unknown id answers undefined.
+   */
+  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined>;
+}
+
+/** Whether `store` holds verdicts for a worker's check. */
+export function holdsVerdicts<S extends object>(store: S): store is S & VerdictHolding {
+  return typeof (store as Partial<VerdictHolding>).holdVerdict === 'function';
 }
 
 /**

@@ -151,3 +151,42 @@ export interface SweepReport {
   /** Keys that were `held` and became `free`. */
   freed: Key[];
 }
+
+/**
+ * Where a held verdict stands: `pending` until a worker runs the effect's result check on it;
+ * `accepted` (it decided the key), `refused` (the check said no: the key stayed uncertain) or
+ * `late` (another verdict decided the key first, or the key moved on to another attempt).
+ */
+export type HeldVerdictState = 'pending' | 'accepted' | 'refused' | 'late';
+
+/**
+ * A verdict recorded in the store by someone who could not reach a worker (the CLI past its
+ * `--wait`, Temporal down, no ReconcileWorkflow in the namespace). Recorded straight into the key
+ * it would skip the effect's `result` check, and a caller would then be handed a result its own
+ * check refuses; held, it decides the key only once a worker has checked it.
+ */
+export interface HeldVerdict {
+  /** The store's id for it, increasing in the order verdicts were held. */
+  id: number;
+  key: Key;
+  /** The attempt it judges: the key's fence when it was held (or the one it named). */
+  fence: Fence;
+  applied: boolean;
+  result?: Result;
+  reason: string;
+  by?: string;
+  identity?: string;
+  state: HeldVerdictState;
+  /** Why it was refused or late. */
+  why?: string;
+  at: number;
+  judgedAt?: number;
+}
+
+/** The answer to holding a verdict: held for a worker's check, or the key was already done (first resolution wins). */
+export type HoldOutcome =
+  | { outcome: 'held'; verdict: HeldVerdict }
+  | { outcome: 'replayed'; applied: true; result: Result };
+
+/** A worker's judgement of a held verdict: the effect's check passed, or why not. */
+export type VerdictJudgement = { accept: true } | { accept: false; why: string };

@@ -23,6 +23,7 @@ export const workflowPatches = {
   'sideeffect-effect-wait-cancellation': '0.2',
   'sideeffect-reconcile-late-search-attributes': '0.2',
   'sideeffect-resolve-signal-fence': '0.2',
+  'sideeffect-held-verdicts': '0.2',
 } as const satisfies Record<string, Minor>;
 
 /** The id of one of the library's workflow patches. */

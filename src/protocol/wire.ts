@@ -159,6 +159,16 @@ export interface RejectedResolve {
   signal?: string;
 }
 
+/**
+ * What `inspectKey` answers when the ReconcileWorkflow names its effect (runs with the
+ * `sideeffect-held-verdicts` patch): the verdict that stands, or null while the key is uncertain,
+ * and the verdicts held in the store for a worker's check that this read refused.
+ */
+export interface InspectAnswer {
+  verdict: Verdict | null;
+  refused: Array<Pick<RejectedResolve, 'at' | 'input' | 'error'>>;
+}
+
 /** The `status` query's answer. */
 export interface ReconcileStatus {
   key: string;

@@ -4,11 +4,13 @@ import {
   NotUncertainError,
   StaleVerdictError,
 } from '../core/errors.js';
-import type { FencedSink, ListFilter, Store } from '../core/store.js';
+import type { FencedSink, ListFilter, Store, VerdictHolding } from '../core/store.js';
 import type {
   Acquisition,
   Action,
   Fence,
+  HeldVerdict,
+  HoldOutcome,
   Key,
   KeyEvent,
   KeyRecord,
@@ -19,6 +21,7 @@ import type {
   Result,
   SweepReport,
   UncertainBacklog,
+  VerdictJudgement,
 } from '../core/types.js';
 import {
   checkAction,
@@ -62,12 +65,14 @@ export interface MemoryStoreOptions {
  * synchronous inside (so atomic) behind a promise. Use it in tests and
  * single-process tools; it guards nothing across processes.
  */
-export class MemoryStore implements Store {
+export class MemoryStore implements Store, VerdictHolding {
   readonly #keys = new Map<Key, KeyRow>();
   readonly #resources = new Map<string, ResourceRow>();
   readonly #events: KeyEvent[] = [];
   /** Per uncertain key: the episode (fence) a ReconcileWorkflow was started for, and when. */
   readonly #reconcileStarts = new Map<Key, { fence: Fence; at: number }>();
+  /** Verdicts held for a worker's check, in the order they were held. */
+  readonly #held: HeldVerdict[] = [];
   #sweepLeader: object | undefined;
   readonly #now: () => number;
   readonly #limits: Limits;
@@ -191,6 +196,76 @@ export class MemoryStore implements Store {
     return { outcome: 'resolved', applied: false };
   }
 
+  async holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome> {
+    checkText('key', key, this.#limits.maxKeyBytes);
+    const verdict = checkResolution(resolution, this.#limits);
+    const row = this.#keys.get(key);
+    if (row && verdict.fence !== undefined && verdict.fence !== row.fence)
+      throw new StaleVerdictError(key, verdict.fence, row.fence, row.state);
+    if (row?.state === 'done')
+      return { outcome: 'replayed', applied: true, result: copy(row.result!) };
+    if (row?.state !== 'uncertain') throw new NotUncertainError(key, row?.state ?? 'unknown');
+    const held: HeldVerdict = {
+      id: this.#held.length + 1,
+      key,
+      fence: row.fence,
+      applied: verdict.applied,
+      ...(verdict.applied ? { result: copy(verdict.result!) } : {}),
+      reason: verdict.reason,
+      by: verdict.by ?? 'resolve',
+      ...(verdict.identity === undefined ? {} : { identity: verdict.identity }),
+      state: 'pending',
+      at: this.#now(),
+    };
+    this.#held.push(held);
+    this.#note(row, heldReason(verdict.applied, verdict.reason), verdict.by, verdict.identity);
+    return { outcome: 'held', verdict: copyHeld(held) };
+  }
+
+  async heldVerdicts(key: Key): Promise<HeldVerdict[]> {
+    return this.#held.filter((verdict) => verdict.key === key).map(copyHeld);
+  }
+
+  async pendingVerdictKeys(limit: number): Promise<Key[]> {
+    const keys: Key[] = [];
+    for (const verdict of this.#held) {
+      if (keys.length >= limit) break;
+      const row = this.#keys.get(verdict.key);
+      if (verdict.state !== 'pending' || row?.state !== 'uncertain' || row.fence !== verdict.fence)
+        continue;
+      if (!keys.includes(verdict.key)) keys.push(verdict.key);
+    }
+    return keys;
+  }
+
+  async judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined> {
+    const held = this.#held[id - 1];
+    if (held === undefined) return undefined;
+    if (held.state !== 'pending') return copyHeld(held);
+    const row = this.#keys.get(held.key);
+    if (row?.state !== 'uncertain' || row.fence !== held.fence) {
+      held.state = 'late';
+      held.why = lateWhy(held, row);
+    } else if (judgement.accept) {
+      await this.resolveUncertain(held.key, {
+        applied: held.applied,
+        reason: held.reason,
+        fence: held.fence,
+        ...(held.applied ? { result: held.result! } : {}),
+        ...(held.by === undefined ? {} : { by: held.by }),
+        ...(held.identity === undefined ? {} : { identity: held.identity }),
+      });
+      held.state = 'accepted';
+    } else {
+      const why = checkReason(judgement.why, this.#limits);
+      held.state = 'refused';
+      held.why = why;
+      this.#note(row, `verdict refused: ${why}`, held.by, held.identity);
+    }
+    held.judgedAt = this.#now();
+    return copyHeld(held);
+  }
+
   async sweep(): Promise<SweepReport> {
     const now = this.#now();
     const report: SweepReport = { uncertain: [], freed: [] };
@@ -241,6 +316,8 @@ export class MemoryStore implements Store {
     }
     const kept = this.#events.filter((event) => this.#keys.has(event.key));
     this.#events.splice(0, this.#events.length, ...kept);
+    const held = this.#held.filter((verdict) => this.#keys.has(verdict.key));
+    this.#held.splice(0, this.#held.length, ...held);
     return purged;
   }
 
@@ -309,6 +386,25 @@ export class MemoryStore implements Store {
     return undefined;
   }
 
+  /** An event on a key that stays where it is (a verdict held or refused): the key's row is untouched. */
+  #note(
+    row: KeyRow,
+    reason: string,
+    actor: string | undefined,
+    identity: string | undefined,
+  ): void {
+    const event = {
+      key: row.key,
+      from: row.state,
+      to: row.state,
+      fence: row.fence,
+      reason,
+      actor: actor ?? 'resolve',
+    };
+    const at = this.#now();
+    this.#events.push(identity === undefined ? { ...event, at } : { ...event, identity, at });
+  }
+
   #transition(row: KeyRow, to: KeyState, reason: string, actor: string, identity?: string): void {
     const at = this.#now();
     const event = { key: row.key, from: row.state, to, fence: row.fence, reason, actor };
@@ -324,6 +420,22 @@ const LEASE_LOST_SAFE = 'lease lost during apply; declared safe to re-apply';
 
 function copy(result: Result): Result {
   return { payload: new Uint8Array(result.payload) };
+}
+
+function copyHeld(verdict: HeldVerdict): HeldVerdict {
+  return verdict.result ? { ...verdict, result: copy(verdict.result) } : { ...verdict };
+}
+
+/** The event text of a held verdict; the same words as the Postgres store's. */
+function heldReason(applied: boolean, reason: string): string {
+  return `verdict held until a worker checks it (${applied ? 'applied' : 'not applied'}): ${reason}`;
+}
+
+/** Why a held verdict can no longer decide its key; the same words as the Postgres store's. */
+function lateWhy(held: HeldVerdict, row: KeyRow | undefined): string {
+  if (row !== undefined && row.fence !== held.fence)
+    return `the key moved on to attempt (fence) ${row.fence}`;
+  return `the key was decided before this verdict was checked (state: ${row?.state ?? 'unknown'})`;
 }
 
 function toRecord({ digest: _, result, reason, ...record }: KeyRow): KeyRecord {

@@ -51,6 +51,7 @@ import {
   verdictJson,
   waitingQuery,
 } from '../protocol/wire.js';
+import { readStore } from './held-verdicts.js';
 import { holds, takePatch } from './patch.js';
 
 const HOUR = 60 * 60 * 1000;
@@ -110,7 +111,7 @@ export const LATE_SEARCH_ATTRIBUTES_PATCH = 'sideeffect-reconcile-late-search-at
  */
 export const SIGNAL_FENCE_PATCH = 'sideeffect-resolve-signal-fence';
 
-type InspectKey = (key: string) => Promise<Verdict | null>;
+type InspectKey = Parameters<typeof readStore>[0];
 type ResolveKey = (
   key: string,
   resolution: ResolveInput,
@@ -188,7 +189,7 @@ function keptInput(raw: unknown): Pick<RejectedResolve, 'input' | 'inputChars'> 
 
 /** What the UI's signal list and Update list say about `resolve`. */
 const RESOLVE_SIGNAL_DESCRIPTION =
-  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "...", "fence": <the attempt you checked>} or {"applied": false, "reason": "...", "by": "...", "fence": <the attempt you checked>}; the fence is in the details above and the status query, and a verdict for another attempt is refused. First resolution wins; a malformed one is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
+  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "...", "fence": <the attempt you checked>} or {"applied": false, "reason": "...", "by": "...", "fence": <the attempt you checked>}; the fence is in the details above and the status query, and a verdict for another attempt is refused. Without "result", "applied": true is refused unless the effect declares result: \'void\'. First resolution wins; a malformed one, or a result the effect\'s check refuses, is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
 const SUBSCRIBE_SIGNAL_DESCRIPTION =
   'Internal, not for people: sent by an effect call (proxySideEffects) in a workflow waiting on this key, to be told the verdict. A malformed one is listed by the status query and ignored.';
 const RECHECK_SIGNAL_DESCRIPTION =
@@ -262,6 +263,10 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   // `resolve` signals this run has received: the n-th is the n-th such event of its history.
   let resolveSignals = 0;
 
+  const keep = (rejectedResolve: RejectedResolve): void => {
+    rejected.push(rejectedResolve);
+    if (rejected.length > MAX_REJECTED) rejected.shift();
+  };
   const refuse = (raw: unknown, error: string, signal?: string): void => {
     rejected.push({
       at: new Date().toISOString(),
@@ -402,7 +407,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
 
   // A continued run of a memo-only reconcile: the attributes may have been registered meanwhile.
   if (carried) await upsertLateSearchAttributes(key, resource);
-  const settled = await store.inspectKey(key);
+  const settled = await readStore(store.inspectKey, key, knownEffect, keep);
   if (settled) {
     resolution = { key, ...settled, reason: 'already decided in the store', decidedBy: 'store' };
   }
@@ -472,7 +477,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       const due = storeReadAt === undefined || Date.now() - storeReadAt >= MIN_STORE_RECHECK_MS;
       if ((asked || due) && takePatch(RECHECK_STORE_PATCH)) {
         storeReadAt = Date.now();
-        const decided = await store.inspectKey(key);
+        const decided = await readStore(store.inspectKey, key, knownEffect, keep);
         if (decided) {
           resolution = { key, ...decided, reason: 'decided in the store', decidedBy: 'store' };
           continue;
@@ -577,9 +582,10 @@ function historyTooLong(eventBound: number): boolean {
  */
 function waitingDetails(key: string, resource: string, reason: string, fence?: number): string {
   const episode = fence === undefined ? {} : { fence };
+  // No `result` placeholder: pasted as is, `null` (or any stand-in) could become the recorded
+  // result. Without one, the effect's check refuses it unless the effect returns nothing.
   const applied = verdictJson({
     applied: true,
-    result: null,
     reason: 'found in the downstream',
     by: 'your name',
     ...episode,
@@ -592,7 +598,7 @@ function waitingDetails(key: string, resource: string, reason: string, fence?: n
   });
   return [
     `**Outcome uncertain** for key \`${key}\` on \`${resource}\`: ${reason}.`,
-    'Check the downstream, then More Actions > Send a Signal, name `resolve`, with either (replace `null` by what the effect returned):',
+    'Check the downstream, then More Actions > Send a Signal, name `resolve`, with either (add `"result": <what the effect returned>`; only an effect declared `result: \'void\'` takes it without one):',
     `\`\`\`json\n${applied}\n\`\`\``,
     'or, if it never took effect:',
     `\`\`\`json\n${notApplied}\n\`\`\``,

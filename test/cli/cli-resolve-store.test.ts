@@ -1,5 +1,6 @@
 /**
- * `sideeffect resolve` where no ReconcileWorkflow waits (the verdict goes to the store), its
+ * `sideeffect resolve` where no ReconcileWorkflow waits (`--store-only` for keys no worker serves,
+ * else held for a worker's check), its
  * refusals (not uncertain, an earlier episode's fence), --dry-run, --from-file, every JSON error's
  * code, and a Temporal that does not answer. Shared setup: fixture.ts.
  */
@@ -14,12 +15,13 @@ const { cli, uncertainKey } = fx;
 const unreachable = 'postgres://postgres@127.0.0.1:1/none';
 
 describe('sideeffect resolve through the store', () => {
-  it('resolve without a ReconcileWorkflow goes to the store; the second verdict is told it lost', async () => {
+  it('resolve --store-only decides in the store; the second verdict is told it lost', async () => {
     const { key } = await uncertainKey();
     const first = await cli([
       'resolve',
       '--any-attempt',
       key,
+      '--store-only',
       '--applied',
       '--reason',
       'seen in the bank',
@@ -38,6 +40,7 @@ describe('sideeffect resolve through the store', () => {
       'resolve',
       '--any-attempt',
       key,
+      '--store-only',
       '--not-applied',
       '--reason',
       'not in the bank',
@@ -86,6 +89,7 @@ describe('sideeffect resolve through the store', () => {
         await cli([
           'resolve',
           action.key,
+          '--store-only',
           '--not-applied',
           '--reason',
           'B checked',
@@ -102,6 +106,7 @@ describe('sideeffect resolve through the store', () => {
     const late = await cli([
       'resolve',
       action.key,
+      '--store-only',
       '--not-applied',
       '--reason',
       'A checked episode 1',
@@ -156,6 +161,7 @@ describe('sideeffect resolve through the store', () => {
       'resolve',
       '--any-attempt',
       notApplied.key,
+      '--store-only',
       '--not-applied',
       '--reason',
       'absent',
@@ -168,6 +174,7 @@ describe('sideeffect resolve through the store', () => {
           'resolve',
           '--any-attempt',
           applied.key,
+          '--store-only',
           '--applied',
           '--result',
           '{"id":"ch_1"}',
@@ -210,7 +217,7 @@ describe('sideeffect resolve through the store', () => {
     ).toMatch(/already decided by ann: not applied/);
   });
 
-  it('resolve when Temporal does not answer: recorded in the store, exit 3, and says so', async () => {
+  it('resolve when Temporal does not answer: held in the store for a worker, exit 3, and says what happens next', async () => {
     const { key } = await uncertainKey();
     const ran = await cli([
       'resolve',
@@ -224,9 +231,17 @@ describe('sideeffect resolve through the store', () => {
     ]);
     expect(ran.code).toBe(3);
     expect(ran.stderr).toMatch(
-      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; recording in the store only/,
+      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; holding the verdict in the store/,
     );
-    expect((await fx.store.inspect(key))?.state).toBe('free');
+    expect(ran.stdout).toMatch(/pending verdict #\d+ and decides nothing yet/);
+    expect(ran.stdout).toContain(`sideeffect show ${key}`);
+    // Not decided until a worker has checked it.
+    expect((await fx.store.inspect(key))?.state).toBe('uncertain');
+    expect(await fx.store.heldVerdicts(key)).toMatchObject([
+      { applied: false, reason: 'not in the ledger', state: 'pending' },
+    ]);
+    const shown = await cli(['show', key, '-o', 'json']);
+    expect(JSON.parse(shown.stdout).heldVerdicts).toMatchObject([{ state: 'pending' }]);
 
     // --profile reads the temporal CLI's profile file, as `temporal --profile` does.
     const again = await uncertainKey();

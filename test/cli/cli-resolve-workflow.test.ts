@@ -239,7 +239,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     expect(await handle.result()).toMatchObject({ applied: true, result: null });
   });
 
-  it('with no worker polling, resolve gives up after --wait, records the verdict in the store and says so; the late Update changes nothing', async () => {
+  it('with no worker polling, resolve gives up after --wait, holds the verdict in the store and says so; a worker that comes back decides it', async () => {
     const { key, resource } = await uncertainKey();
     const idle = uniqueTaskQueue('cli-idle');
     const handle = await harness.client.workflow.start(ReconcileWorkflow, {
@@ -261,13 +261,14 @@ describe('sideeffect resolve racing the UI signal', () => {
         '2s',
         '--json',
       ]);
-      expect(ran.code, ran.stderr).toBe(0);
+      expect(ran.code, ran.stderr).toBe(3);
       const report = JSON.parse(ran.stdout);
-      expect(report).toMatchObject({ won: true, via: 'store', timedOut: true, applied: false });
+      expect(report).toMatchObject({ won: false, pending: true, timedOut: true, applied: false });
       expect(report.message).toMatch(/did not answer within 2s/);
-      expect(report.message).toMatch(/the unanswered Update can no longer change it/);
+      expect(report.message).toMatch(/held in the store as pending verdict #\d+/);
+      expect(report.message).toMatch(/--name recheck/);
       expect(ran.stderr).toMatch(/did not answer within 2s/);
-      expect((await fx.store.inspect(key))?.state).toBe('free');
+      expect((await fx.store.inspect(key))?.state).toBe('uncertain');
 
       // A worker comes back: the ReconcileWorkflow ends on the store's verdict.
       const worker = await createWorker({
@@ -281,13 +282,16 @@ describe('sideeffect resolve racing the UI signal', () => {
       });
       const running = worker.run();
       try {
-        expect(await handle.result()).toMatchObject({ applied: false, decidedBy: 'store' });
+        expect(await handle.result()).toMatchObject({ applied: false });
       } finally {
         worker.shutdown();
         await running;
       }
       expect((await fx.store.inspect(key))?.state).toBe('free');
-      expect((await fx.store.events(key)).filter((e) => e.from === 'uncertain')).toHaveLength(1);
+      expect(
+        (await fx.store.events(key)).filter((e) => e.from === 'uncertain' && e.to !== 'uncertain'),
+      ).toHaveLength(1);
+      expect((await fx.store.heldVerdicts(key)).map((v) => v.state)).toEqual(['accepted']);
     } finally {
       await handle.terminate('test finished').catch(() => {});
     }
@@ -335,11 +339,20 @@ describe('sideeffect resolve racing the UI signal', () => {
     // The store-only path names itself.
     const direct = await uncertainKey();
     expect(
-      (await cli(['resolve', '--any-attempt', direct.key, '--not-applied', '--reason', 'checked']))
-        .code,
+      (
+        await cli([
+          'resolve',
+          '--any-attempt',
+          direct.key,
+          '--store-only',
+          '--not-applied',
+          '--reason',
+          'checked',
+        ])
+      ).code,
     ).toBe(0);
     expect((await fx.store.events(direct.key)).at(-1)?.identity).toMatch(
-      /^sideeffect-cli:.+@.+ \(pid \d+, store only\)$/,
+      /^sideeffect-cli:.+@.+ \(pid \d+, store only, unchecked\)$/,
     );
     const json = JSON.parse((await cli(['show', direct.key, '--json'])).stdout);
     expect(json.events.at(-1).identity).toMatch(/store only\)$/);

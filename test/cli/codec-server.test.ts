@@ -501,7 +501,9 @@ describe('sideeffect codec-server on the command line', () => {
     await writeFile(weak, 'secret\n');
     const short = await run([...args, '--token-file', weak], null);
     expect(short.code).toBe(2);
-    expect(short.err).toMatch(/--token-file .*weak\.token is refused, the codec token must be at least 16/);
+    expect(short.err).toMatch(
+      /--token-file .*weak\.token is refused, the codec token must be at least 16/,
+    );
     const missing = await run([...args, '--token-file', path.join(dir, 'none.token')], null);
     expect(missing.code).toBe(2);
     expect(missing.err).toMatch(/cannot read --token-file/);

@@ -69,10 +69,10 @@ afterAll(async () => {
 });
 
 describe('sideeffect resolve --from-file', () => {
-  it('500 verdicts: decided through workflows and the store, already decided, refused, one raced by a UI signal', async () => {
+  it('500 verdicts: decided through workflows, held for a worker, already decided, refused, one raced by a UI signal', async () => {
     const lines: Array<Record<string, unknown>> = [];
     const viaWorkflow: string[] = [];
-    // 440 uncertain keys with nobody reconciling them: the store takes the verdict.
+    // 440 uncertain keys with nobody reconciling them: held in the store for a worker's check.
     for (let i = 0; i < 440; i++) {
       const key = `file-store-${i}/charge`;
       await uncertain(key, `card:${i % 20}`);
@@ -150,8 +150,15 @@ describe('sideeffect resolve --from-file', () => {
       cli(['resolve', '--any-attempt', '--from-file', file, '--by', 'ops-batch', '--json']),
       harness.reconcile(raced).signal(resolveSignal, uiVerdict),
     ]);
-    expect(run.code, run.stderr).toBe(1);
+    // Held verdicts decide nothing yet: exit 3, as when Temporal does not answer.
+    expect(run.code, run.stderr).toBe(3);
     const report = JSON.parse(run.stdout);
+    expect(report.pending.map((entry: { key: string }) => entry.key).sort()).toEqual(
+      lines
+        .slice(0, 440)
+        .map((line) => line.key as string)
+        .sort(),
+    );
 
     const raceWonBySignal = report.alreadyDecided.some(
       (entry: { key: string }) => entry.key === raced,
@@ -167,21 +174,20 @@ describe('sideeffect resolve --from-file', () => {
     );
     expect(report.failed).toEqual([]);
     expect(report.decided).toHaveLength(
-      500 - decidedEarlier.length - refusedKeys.length - (raceWonBySignal ? 1 : 0),
+      500 - 440 - decidedEarlier.length - refusedKeys.length - (raceWonBySignal ? 1 : 0),
     );
 
-    // What the store holds is each decided line's verdict, recorded by its author.
+    // The store holds each of those lines' verdict, by its author, pending a worker's check.
     for (const line of lines.slice(0, 440)) {
       const record = await store.inspect(line.key as string);
-      const last = (await store.events(line.key as string)).at(-1);
-      if (line.applied) {
-        expect(record?.state).toBe('done');
-        expect(decodeJson(record!.result!)).toEqual(line.result);
-        expect(last).toMatchObject({ from: 'uncertain', to: 'done', actor: 'ops-batch' });
-      } else {
-        expect(record?.state).toBe('free');
-        expect(last).toMatchObject({ from: 'uncertain', to: 'free', actor: 'alice' });
-      }
+      const [held] = await store.heldVerdicts(line.key as string);
+      expect(record?.state).toBe('uncertain');
+      expect(held).toMatchObject({
+        state: 'pending',
+        applied: line.applied,
+        by: line.applied ? 'ops-batch' : 'alice',
+      });
+      if (line.applied) expect(decodeJson(held!.result!)).toEqual(line.result);
     }
     // Workflow keys were decided by their ReconcileWorkflow (Update), except the raced one if the UI won.
     for (const key of viaWorkflow) {
@@ -209,12 +215,18 @@ describe('sideeffect resolve --from-file', () => {
     for (const key of refusedKeys)
       expect((await store.inspect(key))?.state ?? 'absent').not.toBe('done');
 
-    // Run again: every verdict is already decided or refused, nothing changes, exit 1.
+    // Run again: every verdict is already decided, refused or (still no worker) held again.
     const again = JSON.parse(
       (await cli(['resolve', '--any-attempt', '--from-file', file, '--json'])).stdout,
     );
     expect(again.decided).toEqual([]);
-    expect(again.alreadyDecided.length + again.refused.length).toBe(500);
+    expect(again.pending).toHaveLength(440);
+    expect(again.alreadyDecided.length + again.refused.length).toBe(60);
+    for (const line of lines.slice(0, 440))
+      expect((await store.heldVerdicts(line.key as string)).map((v) => v.state)).toEqual([
+        'pending',
+        'pending',
+      ]);
   }, 300_000);
 
   it('checks every line before sending anything: one bad line is exit 2 and nothing is decided', async () => {
@@ -288,6 +300,8 @@ describe('sideeffect resolve --resource', () => {
       'outage',
       '--by',
       'carol',
+      // No Temporal worker serves these keys (a plain Runner): no worker would ever check them.
+      '--store-only',
     ]);
     expect(human.code, human.stderr).toBe(0);
     expect(human.stdout).toContain(
@@ -307,6 +321,7 @@ describe('sideeffect resolve --resource', () => {
       '--applied',
       '--reason',
       'in the export',
+      '--store-only',
       '--json',
     ]);
     expect(rest.code, rest.stderr).toBe(0);

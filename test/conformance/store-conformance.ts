@@ -12,7 +12,7 @@ import {
   StaleVerdictError,
   type Store,
 } from '../../src/core/index.js';
-import type { SweepCoordination } from '../../src/core/store.js';
+import { holdsVerdicts, type SweepCoordination } from '../../src/core/store.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import { bytes, text } from '../support/bytes.js';
 
@@ -680,6 +680,151 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         await store.resignSweep(first);
         expect(await store.leadSweep(second)).toBe(true);
         await store.resignSweep(second);
+      });
+    });
+
+    describe('held verdicts (checked by a worker before they decide)', () => {
+      async function uncertain(): Promise<Action> {
+        const a = action();
+        await store.markUncertain(a, await grant(a), 'response lost');
+        return a;
+      }
+
+      it('a held verdict leaves the key uncertain until it is judged; accepted, it decides', async () => {
+        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const held = await store.holdVerdict(a.key, {
+          applied: true,
+          result: { payload: bytes('{"chargeId":"ch_1"}') },
+          reason: 'seen at the bank',
+          by: 'alice',
+          identity: 'cli@host',
+        });
+        if (held.outcome !== 'held') throw new Error(`expected held, got ${held.outcome}`);
+        expect(held.verdict).toMatchObject({
+          key: a.key,
+          fence: 1,
+          applied: true,
+          reason: 'seen at the bank',
+          by: 'alice',
+          identity: 'cli@host',
+          state: 'pending',
+        });
+        expect((await store.inspect(a.key))?.state).toBe('uncertain');
+        expect(await store.acquire(a, TTL)).toMatchObject({ outcome: 'uncertain' });
+        expect(await store.pendingVerdictKeys(1000)).toContain(a.key);
+        expect((await store.events(a.key)).at(-1)).toMatchObject({
+          from: 'uncertain',
+          to: 'uncertain',
+          actor: 'alice',
+          identity: 'cli@host',
+        });
+
+        const judged = await store.judgeVerdict(held.verdict.id, { accept: true });
+        expect(judged).toMatchObject({ id: held.verdict.id, state: 'accepted' });
+        expect(text((await store.inspect(a.key))!.result!.payload)).toBe('{"chargeId":"ch_1"}');
+        expect((await store.events(a.key)).at(-1)).toMatchObject({
+          from: 'uncertain',
+          to: 'done',
+          reason: 'seen at the bank',
+          actor: 'alice',
+          identity: 'cli@host',
+        });
+        expect(await store.pendingVerdictKeys(1000)).not.toContain(a.key);
+        // Judged once: a second judgement answers what stands and changes nothing.
+        expect(
+          await store.judgeVerdict(held.verdict.id, { accept: false, why: 'x' }),
+        ).toMatchObject({ state: 'accepted' });
+      });
+
+      it('refused, the key stays uncertain, visibly; the next verdict may still decide it', async () => {
+        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const first = await store.holdVerdict(a.key, {
+          applied: true,
+          result: { payload: bytes('{"chargeId":42}') },
+          reason: 'typo',
+          by: 'bob',
+        });
+        const second = await store.holdVerdict(a.key, { applied: false, reason: 'not there' });
+        if (first.outcome !== 'held' || second.outcome !== 'held') throw new Error('not held');
+        expect(second.verdict.id).toBeGreaterThan(first.verdict.id);
+        expect(
+          await store.judgeVerdict(first.verdict.id, {
+            accept: false,
+            why: 'chargeId: expected string',
+          }),
+        ).toMatchObject({ state: 'refused', why: 'chargeId: expected string' });
+        expect((await store.inspect(a.key))?.state).toBe('uncertain');
+        expect((await store.events(a.key)).at(-1)).toMatchObject({
+          from: 'uncertain',
+          to: 'uncertain',
+          reason: 'verdict refused: chargeId: expected string',
+          actor: 'bob',
+        });
+        expect(await store.pendingVerdictKeys(1000)).toContain(a.key);
+        expect(await store.judgeVerdict(second.verdict.id, { accept: true })).toMatchObject({
+          state: 'accepted',
+        });
+        expect((await store.inspect(a.key))?.state).toBe('free');
+        expect((await store.heldVerdicts(a.key)).map((v) => v.state)).toEqual([
+          'refused',
+          'accepted',
+        ]);
+      });
+
+      it('first resolution wins: a verdict held before another decided becomes late, never a second decision', async () => {
+        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const held = await store.holdVerdict(a.key, { applied: false, reason: 'not there' });
+        if (held.outcome !== 'held') throw new Error('not held');
+        await store.resolveUncertain(a.key, {
+          applied: true,
+          result: { payload: bytes('1') },
+          reason: 'through the workflow',
+        });
+        expect(await store.judgeVerdict(held.verdict.id, { accept: true })).toMatchObject({
+          state: 'late',
+          why: expect.stringContaining('decided before'),
+        });
+        expect(text((await store.inspect(a.key))!.result!.payload)).toBe('1');
+        // A done key is answered with what stands; nothing is held.
+        expect(await store.holdVerdict(a.key, { applied: false, reason: 'again' })).toEqual({
+          outcome: 'replayed',
+          applied: true,
+          result: { payload: bytes('1') },
+        });
+        expect(await store.heldVerdicts(a.key)).toHaveLength(1);
+      });
+
+      it('a held verdict judges its own attempt only; refusals as resolveUncertain', async () => {
+        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const held = await store.holdVerdict(a.key, { applied: false, reason: 'checked 1' });
+        if (held.outcome !== 'held') throw new Error('not held');
+        await store.resolveUncertain(a.key, { applied: false, reason: 'through the workflow' });
+        await store.markUncertain(a, await grant(a), 'lost again');
+        expect(await store.pendingVerdictKeys(1000)).not.toContain(a.key);
+        expect(await store.judgeVerdict(held.verdict.id, { accept: true })).toMatchObject({
+          state: 'late',
+          why: expect.stringContaining('fence) 2'),
+        });
+        expect((await store.inspect(a.key))?.state).toBe('uncertain');
+        await expect(
+          store.holdVerdict(a.key, { applied: false, reason: 'old', fence: 1 }),
+        ).rejects.toBeInstanceOf(StaleVerdictError);
+        const b = action();
+        await grant(b);
+        await expect(
+          store.holdVerdict(b.key, { applied: false, reason: 'x' }),
+        ).rejects.toBeInstanceOf(NotUncertainError);
+        await expect(
+          store.holdVerdict('never-seen', { applied: false, reason: 'x' }),
+        ).rejects.toBeInstanceOf(NotUncertainError);
+        await expect(
+          store.holdVerdict(a.key, { applied: false, reason: ' ' }),
+        ).rejects.toBeInstanceOf(InvalidActionError);
+        expect(await store.judgeVerdict(987_654_321, { accept: true })).toBeUndefined();
       });
     });
 

@@ -273,6 +273,43 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     expect(await taskFailures(caller)).toBe(0);
     expect(await taskFailures(reconcile)).toBe(0);
 
+    // The operator pastes the `applied` template the workflow's details show, without adding the
+    // result (0.1's template had `"result": null`): the effect declares no result check and its
+    // typed caller needs the real receipt. Refused, listed with why, and neither workflow is wedged.
+    const { currentDetails } = await reconcile.query<{ currentDetails?: string }>(
+      '__temporal_workflow_metadata',
+    );
+    expect(currentDetails).not.toContain('"result": null');
+    // The template as the UI shows it, pasted unchanged.
+    const template = /```json\n([\s\S]*?)\n```/.exec(currentDetails ?? '')?.[1];
+    expect(JSON.parse(template ?? 'null')).toMatchObject({ applied: true });
+    const bare = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    try {
+      await openWorkflow(bare, reconcile.workflowId);
+      const dialog = await openSignalForm(bare);
+      await chooseSignal(dialog, 'resolve');
+      await pasteSignalInput(dialog, template!);
+      await submitSignal(bare, dialog);
+    } catch (error) {
+      const file = await screenshot(bare, 'ui-bare-applied-failure.png').catch(() => 'none');
+      throw new Error(`driving the UI failed (screenshot: ${file})`, { cause: error });
+    } finally {
+      await bare.close();
+    }
+    const bareRefused = await waitFor(
+      async () => {
+        const status = await reconcile.query(statusQuery);
+        return status.rejected.some((r) => r.error.includes('applied without a result'))
+          ? status
+          : undefined;
+      },
+      () => 'the verdict without a result to be refused',
+    );
+    expect(bareRefused.state).toBe('waiting');
+    expect((await store.inspect(key))?.state).toBe('uncertain');
+    expect(await taskFailures(caller)).toBe(0);
+    expect(await taskFailures(reconcile)).toBe(0);
+
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     try {
       await openWorkflow(page, reconcile.workflowId);
@@ -304,8 +341,8 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     const resolves = (history.events ?? [])
       .map((event) => event.workflowExecutionSignaledEventAttributes)
       .filter((signaled) => signaled?.signalName === 'resolve');
-    expect(resolves).toHaveLength(1);
-    const payload = resolves[0]!.input!.payloads![0]!;
+    expect(resolves).toHaveLength(2);
+    const payload = resolves[1]!.input!.payloads![0]!;
     expect(JSON.parse(Buffer.from(payload.data!).toString('utf8'))).toEqual(resolution);
 
     // The caller returns the recorded result, then replays it, and never applies again.
@@ -331,5 +368,5 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
       // The worker's database role recorded it, whatever the signal claimed.
       dbUser: expect.any(String),
     });
-  }, 240_000);
+  }, 480_000);
 });

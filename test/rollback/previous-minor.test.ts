@@ -191,6 +191,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
     expect(new Set(Object.values(unheld).flat())).toEqual(
       new Set([
         'sideeffect-effect-wait-cancellation',
+        'sideeffect-held-verdicts',
         'sideeffect.namespaced-activities',
         'sideeffect-recheck-backoff',
         'sideeffect-reconciled-reads-store',
@@ -352,7 +353,7 @@ describe("compatibleWith on a Worker that runs the library's own workflows", () 
     };
     expect(await activityTypes('0.1')).toEqual({ patches: [], scheduled: ['inspectKey'] });
     expect(await activityTypes()).toEqual({
-      patches: ['sideeffect.namespaced-activities'],
+      patches: ['sideeffect.namespaced-activities', 'sideeffect-held-verdicts'],
       scheduled: ['sideeffect.inspectKey'],
     });
   }, 120_000);

@@ -168,9 +168,18 @@ describe('docs/database-roles.md, run as written', () => {
         ['resolve', '--any-attempt', 'lost', '--not-applied', '--reason', 'not in the ledger'],
         { ...env, TEMPORAL_ADDRESS: '127.0.0.1:1' },
       );
-      // No Temporal: the verdict is recorded in the store, and exit 3 says no workflow was told.
+      // No Temporal: the verdict is held in the store for a worker's check (through
+      // hold_verdict), and exit 3 says no workflow was told.
       expect(resolved).toMatchObject({ code: 3 });
-      expect(resolved.stderr).toContain('recording in the store only');
+      expect(resolved.stderr).toContain('holding the verdict in the store');
+      expect((await store.inspect('lost'))?.state).toBe('uncertain');
+      expect((await store.heldVerdicts('lost')).map((v) => v.state)).toEqual(['pending']);
+      // A key no worker serves: decided in the store at once, through resolve_uncertain.
+      const direct = await runCli(
+        ['resolve', 'lost', '--store-only', '--not-applied', '--reason', 'not in the ledger'],
+        env,
+      );
+      expect(direct, direct.stderr).toMatchObject({ code: 0 });
       expect((await store.inspect('lost'))?.state).toBe('free');
       for (const write of [
         `update ${schema}.keys set state = 'done' where key = 'lost'`,

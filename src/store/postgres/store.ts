@@ -23,10 +23,14 @@ import {
   type TransactionContext,
   type TransactionIsolation,
   type TransactionOptions,
+  type VerdictHolding,
 } from '../../core/store.js';
 import type {
   Acquisition,
   Action,
+  HeldVerdict,
+  HeldVerdictState,
+  HoldOutcome,
   Key,
   KeyEvent,
   KeyRecord,
@@ -38,6 +42,7 @@ import type {
   RetrySafety,
   SweepReport,
   UncertainBacklog,
+  VerdictJudgement,
 } from '../../core/types.js';
 import {
   checkAction,
@@ -153,6 +158,8 @@ export function sweepLockKey(schema: string): string {
 
 /** The floor purge_batch() keeps in the schema for every role but the schema's owner (0013). */
 const SCHEMA_PURGE_FLOOR_MS = 7 * 24 * 60 * 60 * 1000;
+const heldColumns = (s: string) =>
+  `id, key, fence, applied, result, reason, actor, identity, state, why, ${s}.epoch_ms(at) as at_ms, ${s}.epoch_ms(judged_at) as judged_at_ms`;
 
 const keyColumns = (s: string) =>
   `key, resource, state, fence, retry_safety, result, reason, ${s}.epoch_ms(updated_at) as updated_at_ms`;
@@ -211,6 +218,14 @@ const SQL = {
       case when pg_catalog.set_config('lock_timeout', $4, true) is not null
            then ${s}.release($1, $2, $3) end as o_outcome`,
   resolve: (s: string) => `select * from ${s}.resolve_uncertain($1, $2, $3, $4, $5, $6, $7)`,
+  hold: (s: string) => `select * from ${s}.hold_verdict($1, $2, $3, $4, $5, $6, $7)`,
+  judge: (s: string) => `select * from ${s}.judge_verdict($1, $2, $3)`,
+  heldVerdicts: (s: string) => `select ${heldColumns(s)} from ${s}.pending_verdicts
+    where key = $1 order by id`,
+  heldVerdict: (s: string) => `select ${heldColumns(s)} from ${s}.pending_verdicts where id = $1`,
+  pendingVerdictKeys: (s: string) => `select v.key from ${s}.pending_verdicts v
+    join ${s}.keys k on k.key = v.key and k.state = 'uncertain' and k.fence = v.fence
+    where v.state = 'pending' group by v.key order by pg_catalog.min(v.id) limit $1`,
   sweep: (s: string) => `select * from ${s}.sweep()`,
   purge: (s: string) => `select ${s}.purge_batch($1, $2) as o_purged`,
   inspect: (s: string) => `select ${keyColumns(s)} from ${s}.keys where key = $1`,
@@ -353,7 +368,7 @@ interface KeyRow {
  * const store = new PgStore({ pool, schema: 'sideeffect' });
  * ```
  */
-export class PgStore implements TransactionalStore<pg.PoolClient> {
+export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHolding {
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
@@ -1078,6 +1093,75 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     }
   }
 
+  async holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome> {
+    checkText('key', key, this.#limits.maxKeyBytes);
+    const verdict = checkResolution(resolution, this.#limits);
+    const result = verdict.result && asBuffer(verdict.result.payload);
+    const row = await this.#one<{
+      o_outcome: string;
+      o_id: string | null;
+      o_result: Buffer | null;
+      o_state: string | null;
+      o_fence: string | null;
+    }>('hold', [
+      key,
+      verdict.applied,
+      result ?? null,
+      verdict.reason,
+      verdict.by ?? 'resolve',
+      verdict.fence ?? null,
+      verdict.identity ?? null,
+    ]);
+    switch (row.o_outcome) {
+      case 'held': {
+        const held = await this.#heldVerdict(int(row.o_id));
+        if (!held) throw new UnexpectedStoreAnswerError('held verdict vanished');
+        return { outcome: 'held', verdict: held };
+      }
+      case 'replayed':
+        return {
+          outcome: 'replayed',
+          applied: true,
+          result: { payload: plainBytes(row.o_result!) },
+        };
+      case 'not_uncertain':
+        throw new NotUncertainError(key, row.o_state ?? 'unknown');
+      case 'stale':
+        throw new StaleVerdictError(
+          key,
+          verdict.fence!,
+          int(row.o_fence),
+          row.o_state ?? 'unknown',
+        );
+      default:
+        throw new UnexpectedStoreAnswerError(row.o_outcome);
+    }
+  }
+
+  async heldVerdicts(key: Key): Promise<HeldVerdict[]> {
+    if (!this.#storable(key)) return [];
+    return (await this.#rows<HeldRow>('heldVerdicts', [key])).map(toHeld);
+  }
+
+  async pendingVerdictKeys(limit: number): Promise<Key[]> {
+    if (!Number.isSafeInteger(limit) || limit < 0)
+      throw new InvalidActionError('limit', `must be a non-negative integer, got ${String(limit)}`);
+    return (await this.#rows<{ key: string }>('pendingVerdictKeys', [limit])).map((r) => r.key);
+  }
+
+  async judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined> {
+    if (!Number.isSafeInteger(id) || id < 1) return undefined;
+    const why = judgement.accept ? null : checkReason(judgement.why, this.#limits);
+    const row = await this.#one<{ o_state: string | null }>('judge', [id, judgement.accept, why]);
+    if (row.o_state === null) return undefined;
+    return this.#heldVerdict(id);
+  }
+
+  async #heldVerdict(id: number): Promise<HeldVerdict | undefined> {
+    const [row] = await this.#rows<HeldRow>('heldVerdict', [id]);
+    return row && toHeld(row);
+  }
+
   async sweep(): Promise<SweepReport> {
     const row = await this.#one<{ o_uncertain: string[]; o_freed: string[] }>('sweep', []);
     return { uncertain: row.o_uncertain, freed: row.o_freed };
@@ -1198,6 +1282,38 @@ export class PgStore implements TransactionalStore<pg.PoolClient> {
     const rows = await this.#rows<R>(operation, values);
     return rows[0]!;
   }
+}
+
+interface HeldRow {
+  id: string;
+  key: string;
+  fence: string;
+  applied: boolean;
+  result: Buffer | null;
+  reason: string;
+  actor: string;
+  identity: string | null;
+  state: HeldVerdictState;
+  why: string | null;
+  at_ms: string;
+  judged_at_ms: string | null;
+}
+
+function toHeld(row: HeldRow): HeldVerdict {
+  return {
+    id: int(row.id),
+    key: row.key,
+    fence: int(row.fence),
+    applied: row.applied,
+    ...(row.result === null ? {} : { result: { payload: plainBytes(row.result) } }),
+    reason: maskConnectionString(row.reason),
+    by: row.actor,
+    ...(row.identity === null ? {} : { identity: row.identity }),
+    state: row.state,
+    ...(row.why === null ? {} : { why: maskConnectionString(row.why) }),
+    at: int(row.at_ms),
+    ...(row.judged_at_ms === null ? {} : { judgedAt: int(row.judged_at_ms) }),
+  };
 }
 
 function toRecord(row: KeyRow): KeyRecord {
