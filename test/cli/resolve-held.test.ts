@@ -171,6 +171,7 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
     const ran = await cli([
       'resolve',
       key,
+      '--any-attempt',
       '--applied',
       '--result',
       '{"chargeId":42}',
@@ -223,6 +224,7 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
     const good = await cli([
       'resolve',
       key,
+      '--any-attempt',
       '--applied',
       '--result',
       '{"chargeId":"ch_1"}',
@@ -244,6 +246,7 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
     const ran = await cli([
       'resolve',
       key,
+      '--any-attempt',
       '--applied',
       '--result',
       '{"chargeId":"ch_2"}',
@@ -268,6 +271,7 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
     const ran = await cli([
       'resolve',
       key,
+      '--any-attempt',
       '--not-applied',
       '--reason',
       'not at the bank',

@@ -107,7 +107,7 @@ describe('a connection killed mid-operation', () => {
       unlock = await lockResource(a.resource);
       // complete blocks on the lock and is killed; the Runner's markUncertain then waits for
       // the same lock, which is let go once the kill is done.
-      killed = killWhenWaiting('select from %.complete_held(').then(() => unlock!());
+      killed = killWhenWaiting('select%complete_held(').then(() => unlock!());
       return { payload: bytes('charged') };
     });
     await killed;

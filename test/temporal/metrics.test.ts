@@ -150,6 +150,7 @@ describe("metrics on the worker's Prometheus endpoint", () => {
       [
         'resolve',
         cliKey,
+        '--any-attempt',
         '--not-applied',
         '--reason',
         'not in the bank export',

@@ -477,6 +477,7 @@ describe('search attributes registered after the reconciles opened', () => {
         'resolve',
         '--resource',
         bankB,
+        '--any-attempt',
         '--not-applied',
         '--reason',
         'bank export: no such charge',

@@ -109,7 +109,17 @@ describe('a namespace without the search attributes', () => {
       expect(description.memo).toMatchObject({ key, resource: 'bare-account' });
 
       const cli = await runCli(
-        ['resolve', key, '--applied', '--result', '"ok"', '--reason', 'seen at the bank', '--json'],
+        [
+          'resolve',
+          key,
+          '--any-attempt',
+          '--applied',
+          '--result',
+          '"ok"',
+          '--reason',
+          'seen at the bank',
+          '--json',
+        ],
         {
           DATABASE_URL: databaseUrl(),
           SIDEEFFECT_SCHEMA: db.schema,
