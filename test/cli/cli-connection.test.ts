@@ -101,7 +101,17 @@ describe('configuration the CLI cannot use: exit 2', () => {
 
   it('an unknown --profile', async () => {
     const run = await cli(
-      ['resolve', 'some-key', '--not-applied', '--reason', 'r', '--profile', 'no-such-profile'],
+      [
+        'resolve',
+        'some-key',
+        '--fence',
+        '1',
+        '--not-applied',
+        '--reason',
+        'r',
+        '--profile',
+        'no-such-profile',
+      ],
       databaseUrl(),
     );
     expect(run.code, run.stderr).toBe(2);

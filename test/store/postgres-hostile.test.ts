@@ -150,7 +150,15 @@ describe.each([
           'checked',
           '--dry-run',
         ],
-        ['resolve', '--any-attempt', 'k-cli', '--not-applied', '--reason', 'checked'],
+        [
+          'resolve',
+          '--any-attempt',
+          'k-cli',
+          '--store-only',
+          '--not-applied',
+          '--reason',
+          'checked',
+        ],
         ['purge', '--older-than', '30d', '--yes'],
       ]) {
         const run = await runCli(args, env);
