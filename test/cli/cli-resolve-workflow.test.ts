@@ -355,6 +355,6 @@ describe('sideeffect resolve racing the UI signal', () => {
       /^sideeffect-cli:.+@.+ \(pid \d+, store only, unchecked\)$/,
     );
     const json = JSON.parse((await cli(['show', direct.key, '--json'])).stdout);
-    expect(json.events.at(-1).identity).toMatch(/store only\)$/);
+    expect(json.events.at(-1).identity).toMatch(/store only, unchecked\)$/);
   });
 });

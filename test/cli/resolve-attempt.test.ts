@@ -257,6 +257,7 @@ describe('a verdict decides the attempt it names', () => {
       '--resource',
       resource,
       '--any-attempt',
+      '--store-only',
       '--not-applied',
       '--reason',
       'not in the bank export',
@@ -373,13 +374,22 @@ describe('who decided: declared names beside the authenticated database role', (
     const direct = await fx.uncertainKey();
     const fence = (await fx.store.inspect(direct.key))!.fence;
     const stored = await cli(
-      ['resolve', direct.key, '--not-applied', '--reason', 'checked', '--fence', String(fence)],
+      [
+        'resolve',
+        direct.key,
+        '--store-only',
+        '--not-applied',
+        '--reason',
+        'checked',
+        '--fence',
+        String(fence),
+      ],
       { DATABASE_URL: operator.url },
     );
     expect(stored.code, stored.stderr).toBe(0);
     const alone = (await fx.store.events(direct.key)).at(-1)!;
     expect(alone.identity!.startsWith(`${me} (pid `)).toBe(true);
-    expect(alone.identity).toMatch(/ \(pid \d+, store only\)$/);
+    expect(alone.identity).toMatch(/ \(pid \d+, store only, unchecked\)$/);
     // In the store alone, the CLI's own database role did: the operator the CLI logged in as.
     expect(alone.dbUser).toBe(operator.role);
   }, 120_000);

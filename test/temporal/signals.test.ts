@@ -82,7 +82,8 @@ describe('decisions people send', () => {
   beforeAll(async () => {
     db = await freshSchema('signals_sink');
     await migrate(db.pool, { schema: db.schema });
-    sink = new PgFencedSink({ pool: db.pool, schema: db.schema });
+    // The store is a MemoryStore: no store issues fences in this database.
+    sink = new PgFencedSink({ pool: db.pool, schema: db.schema, separateDatabase: true });
     h = await startHarness('signals', { store, effects, ttlMs: 5_000 });
   });
   afterAll(async () => {

@@ -40,7 +40,7 @@ describe('SideEffectPlugin', () => {
         connection: native,
         namespace: TEMPORAL_NAMESPACE,
         taskQueue: uniqueTaskQueue('plugin-clash'),
-        workflowBundle: { code: '' },
+        workflowBundle: { code: 'globalThis.__webpack_module_cache__ = {};' },
         activities,
         plugins: [
           new SideEffectPlugin({
