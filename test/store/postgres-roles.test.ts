@@ -176,7 +176,15 @@ describe('docs/database-roles.md, run as written', () => {
       expect((await store.heldVerdicts('lost')).map((v) => v.state)).toEqual(['pending']);
       // A key no worker serves: decided in the store at once, through resolve_uncertain.
       const direct = await runCli(
-        ['resolve', 'lost', '--store-only', '--not-applied', '--reason', 'not in the ledger'],
+        [
+          'resolve',
+          'lost',
+          '--any-attempt',
+          '--store-only',
+          '--not-applied',
+          '--reason',
+          'not in the ledger',
+        ],
         env,
       );
       expect(direct, direct.stderr).toMatchObject({ code: 0 });
