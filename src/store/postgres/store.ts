@@ -1073,23 +1073,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
         return verdict.applied
           ? { outcome: 'resolved', applied: true, result: { payload: plainBytes(result!) } }
           : { outcome: 'resolved', applied: false };
-      case 'replayed':
-        return {
-          outcome: 'replayed',
-          applied: true,
-          result: { payload: plainBytes(row.o_result!) },
-        };
-      case 'not_uncertain':
-        throw new NotUncertainError(key, row.o_state ?? 'unknown');
-      case 'stale':
-        throw new StaleVerdictError(
-          key,
-          verdict.fence!,
-          int(row.o_fence),
-          row.o_state ?? 'unknown',
-        );
       default:
-        throw new UnexpectedStoreAnswerError(row.o_outcome);
+        return verdictRefusal(key, verdict.fence, row);
     }
   }
 
@@ -1118,23 +1103,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
         if (!held) throw new UnexpectedStoreAnswerError('held verdict vanished');
         return { outcome: 'held', verdict: held };
       }
-      case 'replayed':
-        return {
-          outcome: 'replayed',
-          applied: true,
-          result: { payload: plainBytes(row.o_result!) },
-        };
-      case 'not_uncertain':
-        throw new NotUncertainError(key, row.o_state ?? 'unknown');
-      case 'stale':
-        throw new StaleVerdictError(
-          key,
-          verdict.fence!,
-          int(row.o_fence),
-          row.o_state ?? 'unknown',
-        );
       default:
-        throw new UnexpectedStoreAnswerError(row.o_outcome);
+        return verdictRefusal(key, verdict.fence, row);
     }
   }
 
@@ -1393,4 +1363,30 @@ function lockWaitExceeded(error: unknown): boolean {
 /** The commit check of migration 0007 (SQLSTATE SE021): the work tried to commit the store's transaction. */
 function isCommitRefused(error: unknown): boolean {
   return (error as { code?: unknown } | undefined)?.code === 'SE021';
+}
+
+/**
+ * The answers a verdict gets when it decides nothing, alike for resolve_uncertain() and
+ * hold_verdict(): the key was already done, is not uncertain, or another attempt is.
+ */
+function verdictRefusal(
+  key: Key,
+  fence: number | undefined,
+  row: {
+    o_outcome: string;
+    o_result: Buffer | null;
+    o_state: string | null;
+    o_fence: string | null;
+  },
+): { outcome: 'replayed'; applied: true; result: Result } {
+  switch (row.o_outcome) {
+    case 'replayed':
+      return { outcome: 'replayed', applied: true, result: { payload: plainBytes(row.o_result!) } };
+    case 'not_uncertain':
+      throw new NotUncertainError(key, row.o_state ?? 'unknown');
+    case 'stale':
+      throw new StaleVerdictError(key, fence!, int(row.o_fence), row.o_state ?? 'unknown');
+    default:
+      throw new UnexpectedStoreAnswerError(row.o_outcome);
+  }
 }
