@@ -55,6 +55,16 @@ export const defaultLimits: Limits = {
 const retrySafeties: readonly RetrySafety[] = ['unknown', 'safe', 'unsafe'];
 const encoder = new TextEncoder();
 
+/** Whether a store could ever have accepted `key`: a reader answers "never seen" for one it could not. */
+export function storableKey(key: unknown, limits: Limits = defaultLimits): boolean {
+  try {
+    checkText('key', key, limits.maxKeyBytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A text field must survive a round trip through any store byte for byte:
  * no NUL (Postgres text cannot hold it) and no lone surrogate (it would be

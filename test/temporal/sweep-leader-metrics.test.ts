@@ -9,7 +9,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
-import { sweepLockKey } from '../../src/store/postgres/store.js';
+import { sweepLockKey } from '../../src/store/postgres/sweep-leader.js';
 import { reconcileWorkflowId, resolveSignal } from '../../src/workflows/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';

@@ -93,6 +93,26 @@ export function runStatement<R extends pg.QueryResultRow>(
   });
 }
 
+/** Runs one of a part of the store's statements by its name, as {@link runStatement} runs it. */
+export type StatementRunner<K extends string> = <R extends pg.QueryResultRow>(
+  operation: K,
+  values: unknown[],
+) => Promise<R[]>;
+
+/** The runner of `sql`, statements built by `statements()` for one part of the store. */
+export function statementRunner<K extends string>(
+  pool: pg.Pool,
+  sql: Record<K, { name?: string; text: string }>,
+): StatementRunner<K> {
+  return <R extends pg.QueryResultRow>(operation: K, values: unknown[]) =>
+    runStatement<R>(pool, operation, sql[operation], values);
+}
+
+/** A statement gave up waiting for a row another transaction holds (lockWaitMs): contended. */
+export function lockWaitExceeded(error: unknown): boolean {
+  return error instanceof StoreUnavailableError && isLockNotAvailable(error.cause);
+}
+
 /** A statement stopped waiting for a lock at its `lock_timeout` (SQLSTATE 55P03); the connection is fine. */
 export function isLockNotAvailable(error: unknown): boolean {
   return (error as { code?: unknown } | undefined)?.code === '55P03';

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { KeyState, UncertainBacklog } from '../../core/types.js';
+import { uncertainBacklog } from './key-statements.js';
 import { defaultSchema, int, quoteSchema } from './sql.js';
-import { uncertainBacklog } from './store.js';
 
 /** One group of closed uncertain episodes: who recorded the verdict, which verdict, how long it took. */
 export interface ResolutionStats {

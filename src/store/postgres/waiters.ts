@@ -57,6 +57,11 @@ export class ResourceWaiters {
     };
   }
 
+  /** The answer of a call turned away from `resource`: it waits for nothing, on no connection. */
+  turnedAway(resource: string): { outcome: 'contended'; retryAfterMs: number } {
+    return { outcome: 'contended', retryAfterMs: this.retryAfterMs(resource) };
+  }
+
   /**
    * When a caller turned away from `resource` should ask again: after the earliest call in
    * flight has had its answer (its lock wait ends by then), plus a random share of `lockWaitMs`,

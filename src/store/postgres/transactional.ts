@@ -1,0 +1,415 @@
+import type pg from 'pg';
+import {
+  InvalidActionError,
+  OutcomeUncertainError,
+  TransactionEndedError,
+  TransactionMisuseError,
+} from '../../core/errors.js';
+import type { Execution } from '../../core/runner.js';
+import {
+  TRANSACTION_ISOLATIONS,
+  type TransactionContext,
+  type TransactionIsolation,
+  type TransactionOptions,
+} from '../../core/store.js';
+import type { Acquisition, Action, Key, Result } from '../../core/types.js';
+import { checkAction, checkBytes, checkLeaseTtl, type Limits } from '../../core/validate.js';
+import { transactionalDigest } from '../digest.js';
+import { AttemptConnection } from './attempt-connection.js';
+import { type AcquireJson, type AcquireRow, FIRST_LOOK, fromJson } from './key-statements.js';
+import { checkoutFor, lockWaitExceeded, type StatementRunner, statementRunner } from './session.js';
+import { asBuffer, int, plainBytes, type Statement, statements } from './sql.js';
+import {
+  armDeadline,
+  guardedClient,
+  knownBaseline,
+  POOLED_BASELINE,
+  POOLED_COUNTS_AT_BEGIN,
+  refusedSessionState,
+  rememberBaseline,
+  resetAfterWork,
+  runAsTransactionalWork,
+  SESSION_BASELINE,
+} from './transaction-guard.js';
+import type { ResourceWaiters, WaiterPass } from './waiters.js';
+
+/** The transactional path's statements: its grant, recheck, record and what follows a rollback. */
+const TX_SQL = {
+  // The transactional grant of a key never seen, on a resource nobody holds: the resource row
+  // locked and its fence raised by one UPDATE, and the PgFencedSink mark of the resource raised to
+  // it (see txRaiseSink), in tx_grant_fresh() (0013). tx_acquire(), in a CASE evaluated
+  // only when that UPDATE matched nothing, judges every other case. The key is looked for with
+  // the statement's snapshot, taken before the row lock was ours: `o_seen` is the fence that
+  // snapshot saw, so a row that moved while this statement waited (o_fence is not o_seen + 1) is
+  // judged again by txRecheck, which reads the key afresh.
+  txAcquire: (s: string) => `select g.o_fence, g.o_seen,
+      case when g.o_fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged,
+      pg_catalog.txid_current() as o_xid,
+      pg_catalog.set_config('sideeffect.transactional_key', $1, true) is not null as o_marked,
+      pg_catalog.set_config('lock_timeout', $4, true) is not null as o_restored
+    from (select) as one left join ${s}.tx_grant_fresh($1, $2) as g on true`,
+  // One fence per resource across both modes: a transactional grant raises the sink's mark in its
+  // own transaction, so a plain holder it took over (paused, its lease gone) has its late
+  // writeFenced refused, as a plain successor's write would have it refused. Raised at the grant,
+  // before the work: the mark's row is locked before any row the work touches, as writeFenced
+  // locks it before its write, so the two never wait on each other in a cycle.
+  txRaiseSink: (s: string) => `select ${s}.raise_sink_mark($1, $2, true)`,
+  txRecheck: (s: string) => `select * from ${s}.tx_recheck($1, $2, $3, $4)`,
+  // The transactional effect's key, written once as done in the caller's transaction (the resource
+  // row is still locked by txAcquire), its one transition recorded on the row. Written only while
+  // this is still the grant's transaction ($7, its id): work that ended it (COMMIT, ROLLBACK) gets
+  // o_same false and nothing written. No o_at_ms with o_same: a key of that name was committed
+  // meanwhile (on another resource), so this attempt is rolled back and asked again.
+  txComplete: (s: string) => `select o_same, o_at_ms
+    from ${s}.tx_record($1, $2, $3, $4, $5, $6, $7)`,
+  // After work that rolled the grant back: its fence may have been used by what the work wrote
+  // after the ROLLBACK (committed on its own), so the resource moves past it unless someone holds
+  // it or has moved it already.
+  txBurnFence: (s: string) => `select from ${s}.tx_burn_fence($1, $2)`,
+};
+
+/** A transactional attempt that found its key committed by another caller: asked again. */
+const LOST_RACE = Symbol('lost race');
+
+/** A transactional attempt whose grant gave up waiting for the resource's row. */
+const ROW_HELD = Symbol('row held');
+
+/** What the transactional path shares with the PgStore that delegates to it. */
+export interface TransactionalParts {
+  pool: pg.Pool;
+  schema: string;
+  limits: Limits;
+  lockWaitMs: number;
+  waiters: ResourceWaiters;
+  transactionPooling: boolean;
+  /** The store's Acquisition for a grant's answer (a conflict says which part of the binding differs). */
+  acquisition(
+    a: Required<Action>,
+    ttlMs: number,
+    row: AcquireRow,
+    transactional: boolean,
+  ): Promise<Acquisition>;
+  /** Whether a key of this name is recorded; a store that cannot answer says no. */
+  keyExists(key: Key): Promise<boolean>;
+}
+
+/**
+ * PgStore's executeInTransaction: the effect's work in the caller's transaction, granted, recorded
+ * done and committed with it, so the effect and its key commit or roll back together.
+ */
+export class PgTransactional {
+  readonly #parts: TransactionalParts;
+  readonly #sql: Record<keyof typeof TX_SQL, Statement>;
+  readonly #rows: StatementRunner<keyof typeof TX_SQL>;
+  /** lockWaitMs as the value of Postgres's `lock_timeout`. */
+  readonly #lockTimeout: string;
+
+  constructor(parts: TransactionalParts) {
+    this.#parts = parts;
+    this.#sql = statements(parts.schema, TX_SQL, { named: !parts.transactionPooling });
+    this.#rows = statementRunner(parts.pool, this.#sql);
+    this.#lockTimeout = `${parts.lockWaitMs}ms`;
+  }
+
+  async execute(
+    action: Action,
+    ttlMs: number,
+    work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
+    options: TransactionOptions = {},
+  ): Promise<Execution> {
+    const a = checkAction(action, this.#parts.limits);
+    checkLeaseTtl(ttlMs, this.#parts.limits);
+    const isolation = options.isolation ?? 'read committed';
+    if (!TRANSACTION_ISOLATIONS.includes(isolation)) {
+      throw new InvalidActionError(
+        'isolation',
+        `must be one of ${TRANSACTION_ISOLATIONS.join(', ')}`,
+      );
+    }
+    for (let attempt = 1; ; attempt++) {
+      // Above READ COMMITTED a snapshot older than a concurrent commit fails the attempt
+      // (SQLSTATE 40001) instead of deciding from it: nothing of it stayed, so it runs again.
+      const retry = (error: unknown) =>
+        isolation !== 'read committed' &&
+        attempt < SERIALIZATION_ATTEMPTS &&
+        isSerializationFailure(error);
+      let execution: Execution | typeof LOST_RACE;
+      try {
+        execution = await this.#transactionAttempt(a, ttlMs, work, options.signal, isolation);
+      } catch (error) {
+        if (retry(error)) continue;
+        throw error;
+      }
+      if (execution === LOST_RACE) continue;
+      if (execution.outcome === 'failed' && retry(execution.error)) continue;
+      return execution;
+    }
+  }
+
+  /**
+   * One attempt: a first look that waits for no held row, then, if the resource's row is held,
+   * the attempt again waiting for it at most lockWaitMs, by at most waitersPerResource of this
+   * store's calls at a time (the place is left once the grant is answered: the work is no wait).
+   */
+  async #transactionAttempt(
+    a: Required<Action>,
+    ttlMs: number,
+    work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
+    signal: AbortSignal | undefined,
+    isolation: TransactionIsolation,
+  ): Promise<Execution | typeof LOST_RACE> {
+    const pass = this.#parts.waiters.enter(a.resource);
+    if (!pass) return this.#parts.waiters.turnedAway(a.resource);
+    try {
+      const once = (lockTimeout: string) =>
+        this.#transactionOnce(a, ttlMs, work, signal, isolation, lockTimeout, pass.leave);
+      // A busy resource's place waits from the start; anyone else first looks.
+      if (pass.placed) return this.#afterWait(await once(this.#lockTimeout), pass);
+      const first = await once(FIRST_LOOK);
+      if (first !== ROW_HELD) return first;
+      if (!pass.held()) return this.#parts.waiters.turnedAway(a.resource);
+      return this.#afterWait(await once(this.#lockTimeout), pass);
+    } finally {
+      pass.leave();
+    }
+  }
+
+  /** A waited attempt's answer: a wait given up is `contended`, the resource still busy. */
+  #afterWait(
+    execution: Execution | typeof LOST_RACE | typeof ROW_HELD,
+    pass: WaiterPass,
+  ): Execution | typeof LOST_RACE {
+    if (execution !== ROW_HELD) return execution;
+    pass.held();
+    return { outcome: 'contended', retryAfterMs: this.#parts.lockWaitMs };
+  }
+
+  /**
+   * One transaction: grant, the effect's work, the key written done, commit. LOST_RACE when the
+   * key turned out committed meanwhile by another caller: everything of this attempt, the work's
+   * statements included, is rolled back, and the next attempt sees that key (a replay, or a
+   * conflict). ROW_HELD when the grant gave up waiting for the resource's row after
+   * `lockTimeout`; `answered` is called once the grant has its answer.
+   */
+  async #transactionOnce(
+    a: Required<Action>,
+    ttlMs: number,
+    work: (context: TransactionContext<pg.PoolClient>) => Promise<Result>,
+    signal: AbortSignal | undefined,
+    isolation: TransactionIsolation,
+    lockTimeout: string,
+    answered: () => void,
+  ): Promise<Execution | typeof LOST_RACE | typeof ROW_HELD> {
+    const connection = new AttemptConnection(
+      await checkoutFor(this.#parts.pool, 'executeInTransaction'),
+      this.#parts.transactionPooling,
+    );
+    const { client } = connection;
+    const pooled = this.#parts.transactionPooling;
+    let deadline: ReturnType<typeof armDeadline> | undefined;
+    try {
+      // The grant's lock wait ends before the TTL's statement cut does: a caller with a TTL
+      // below lockWaitMs is told contended, not "store unavailable".
+      // A first look (FIRST_LOOK) waits less than that already.
+      const grantWait =
+        lockTimeout === FIRST_LOOK
+          ? lockTimeout
+          : `${Math.max(1, Math.min(this.#parts.lockWaitMs, Math.floor(ttlMs / 2)))}ms`;
+      const known = pooled ? POOLED_BASELINE : knownBaseline(client);
+      const columns = pooled
+        ? `, ${POOLED_COUNTS_AT_BEGIN}`
+        : known
+          ? ''
+          : `, ${SESSION_BASELINE} as baseline`;
+      const startedAt = performance.now();
+      const opened = await connection.begin(isolation, ttlMs, grantWait, columns);
+      const baseline = known ?? rememberBaseline(client, opened.baseline!);
+      const digest = transactionalDigest(a.payload);
+      let granted: pg.QueryResult<{
+        o_fence: string | null;
+        o_seen: string | null;
+        o_judged: AcquireJson | null;
+        o_xid: string;
+      }>;
+      try {
+        granted = await connection.query(this.#sql.txAcquire, [
+          a.key,
+          a.resource,
+          digest,
+          opened.lock_timeout,
+        ]);
+      } catch (error) {
+        if (!lockWaitExceeded(error)) throw error;
+        // The resource's row is held by another transaction (a transactional holder) past the bound.
+        await connection.rollBack();
+        return ROW_HELD;
+      }
+      // Answered: the work that may follow is no wait, and does not count as one.
+      answered();
+      const { o_fence, o_seen, o_judged, o_xid } = granted.rows[0]!;
+      let judged = o_judged && fromJson(o_judged);
+      if (o_fence !== null && int(o_fence) !== int(o_seen) + 1) {
+        // The row moved while the grant waited for it: the key may have been committed meanwhile.
+        const rechecked = await connection.query<AcquireRow>(this.#sql.txRecheck, [
+          a.key,
+          a.resource,
+          digest,
+          o_fence,
+        ]);
+        judged = rechecked.rows[0]!;
+      }
+      if (judged && judged.o_outcome !== 'applied') {
+        // No other answer keeps a write; the transaction ends before a conflict's binding is
+        // looked up on another connection.
+        await connection.rollBack();
+        const acquisition = await this.#parts.acquisition(a, ttlMs, judged, true);
+        return acquisition.outcome === 'uncertain'
+          ? {
+              outcome: 'uncertain',
+              reason: acquisition.reason,
+              error: new OutcomeUncertainError(a.key, a.resource, acquisition.reason),
+            }
+          : (acquisition as Execution);
+      }
+      const fence = int(judged ? judged.o_fence : o_fence);
+      // tx_acquire() granted (a new resource, a takeover): the statement raised no mark.
+      if (o_judged) await connection.query(this.#sql.txRaiseSink, [a.resource, fence]);
+      let payload: Uint8Array;
+      let completedAt: number;
+      /** The first statement of the work that would have ended the transaction, refused. */
+      let ended: TransactionEndedError | undefined;
+      const tx = guardedClient(client, a.key, (error) => {
+        ended ??= error;
+      });
+      // Whatever the work sets (statement_timeout = 0), the transaction ends. Postgres's own cuts
+      // (each statement and pause at the TTL) stay the bound of work that leaves them alone; this
+      // one, measured by a process that may itself be descheduled, leaves them the time to act
+      // first: a whole transaction of a few round trips on a loaded machine can outlast a TTL of
+      // tens of milliseconds without any of its statements doing so.
+      deadline = armDeadline(this.#parts.pool, {
+        pid: opened.pid,
+        xid: o_xid,
+        ms: ttlMs + Math.max(ttlMs, DEADLINE_GRACE_MS) - (performance.now() - startedAt),
+      });
+      try {
+        signal?.throwIfAborted();
+        let result: Result | undefined;
+        let thrown: { error: unknown } | undefined;
+        try {
+          result = await runAsTransactionalWork(a.key, () =>
+            work({ tx, key: a.key, fence, signal: signal ?? new AbortController().signal }),
+          );
+        } catch (error) {
+          thrown = { error };
+        }
+        // A refused end of the transaction is the answer, whatever the work did after it.
+        if (ended) {
+          await connection.rollBack();
+          return { outcome: 'failed', error: ended };
+        }
+        if (thrown) throw thrown.error;
+        payload = checkBytes('result', result?.payload, this.#parts.limits.maxPayloadBytes);
+        const reset = (await connection.query(
+          resetAfterWork(client, {
+            baseline,
+            ttlMs,
+            remainingMs: ttlMs - (performance.now() - startedAt),
+            key: a.key,
+            pooled,
+          }),
+        )) as unknown as pg.QueryResult[];
+        const refused =
+          pooled &&
+          refusedSessionState(reset, {
+            temp: Number(opened.temp_at_begin),
+            prepared: Number(opened.prepared_at_begin),
+          });
+        if (refused) {
+          await connection.rollBack();
+          return {
+            outcome: 'failed',
+            error: new TransactionMisuseError(
+              a.key,
+              'session-state',
+              `behind a transaction-mode pooler the work may change only transaction-local state; it left ${refused}, which the pooler's next client would get`,
+            ),
+          };
+        }
+        const completed = await connection.query<{ o_same: boolean; o_at_ms: string | null }>(
+          this.#sql.txComplete,
+          [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload), o_xid],
+        );
+        const { o_same, o_at_ms } = completed.rows[0]!;
+        if (!o_same) {
+          await connection.rollBack();
+          await this.#rows('txBurnFence', [a.resource, fence]).catch(() => {});
+          return { outcome: 'failed', error: new TransactionEndedError(a.key) };
+        }
+        if (o_at_ms === null) {
+          await connection.rollBack();
+          return LOST_RACE;
+        }
+        completedAt = int(o_at_ms);
+      } catch (error) {
+        // Before commit nothing is visible to anyone: rolled back, the effect did not happen.
+        await connection.rollBack();
+        if (isCommitRefused(error)) {
+          return { outcome: 'failed', error: new TransactionEndedError(a.key, { cause: error }) };
+        }
+        // Unless the key was committed meanwhile by another caller (on another resource, so no
+        // lock told this one): then its failure was that commit's work seen, and the caller is
+        // owed the key's answer (a replay, a conflict), not `failed`.
+        if (!connection.broken && (await this.#parts.keyExists(a.key))) return LOST_RACE;
+        return { outcome: 'failed', error };
+      }
+      const committed = await connection.commit();
+      // COMMIT of a transaction in which a statement failed answers ROLLBACK, not an error.
+      if (committed.command !== 'COMMIT') {
+        return {
+          outcome: 'failed',
+          error: new Error(
+            'rolled back: a statement of the effect failed and its error was caught inside it',
+          ),
+        };
+      }
+      // The lease ended with the commit that recorded the result.
+      const lease = { resource: a.resource, fence, ttlMs, expiresAt: completedAt };
+      return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
+    } finally {
+      // A connection left inside a transaction (an unexpected throw) must not go back to the pool,
+      // nor one whose session the work changed: the pool's next user would inherit its role,
+      // search_path or timeouts. Discarded, it is replaced by a fresh one.
+      deadline?.disarm();
+      connection.release(deadline?.fired === true);
+    }
+  }
+}
+
+/**
+ * The least a transactional holder gets past its TTL before the store's own deadline ends it
+ * (a holder that took Postgres's cuts away holds at most its TTL plus the larger of its TTL and
+ * this).
+ */
+const DEADLINE_GRACE_MS = 1_000;
+
+/** Attempts of one transactional effect at a stricter isolation before a serialization failure is its answer. */
+const SERIALIZATION_ATTEMPTS = 5;
+
+/**
+ * Postgres could not serialize the transaction (SQLSTATE 40001), raised by a query, by our own
+ * wrapper of it, or by the work's own error wrapping it (anywhere on its `cause` chain).
+ */
+function isSerializationFailure(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let at = error; at !== null && typeof at === 'object' && !seen.has(at); ) {
+    seen.add(at);
+    if ((at as { code?: unknown }).code === '40001') return true;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** The commit check of migration 0007 (SQLSTATE SE021): the work tried to commit the store's transaction. */
+function isCommitRefused(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === 'SE021';
+}
