@@ -1,11 +1,9 @@
 import {
-  ActivityFailure,
   ApplicationFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
   currentUpdateInfo,
-  getExternalWorkflowHandle,
   log,
   metricMeter,
   proxyActivities,
@@ -17,12 +15,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { SideEffectFailureType } from '../protocol/failures.js';
-import {
-  type DecidedByLabel,
-  RECONCILES_OPENED_METRIC,
-  RECONCILES_RESOLVED_METRIC,
-  TIME_TO_RESOLUTION_METRIC,
-} from '../protocol/metrics.js';
+import { type DecidedByLabel, RECONCILES_OPENED_METRIC } from '../protocol/metrics.js';
 import { resolveInputError } from '../protocol/resolve-input.js';
 import { subscriptionError } from '../protocol/signal-input.js';
 import {
@@ -31,7 +24,6 @@ import {
   legacyProbeActivityName,
   libraryActivityNames,
   namespacedActivitiesPatch,
-  type ProbeAnswer,
   probeActivityName,
   type ReconcileCarried,
   type ReconcileInput,
@@ -40,7 +32,6 @@ import {
   type RejectedResolve,
   type ResolveInput,
   recheckSignal,
-  reconciledSignal,
   resolveSignal,
   resolveUpdate,
   type Subscription,
@@ -48,23 +39,37 @@ import {
   statusQuery,
   subscribeSignal,
   type Verdict,
-  verdictJson,
-  waitingQuery,
 } from '../protocol/wire.js';
 import { readStore } from './held-verdicts.js';
 import { holds, takePatch } from './patch.js';
+import {
+  carries,
+  notifySubscribers,
+  probe,
+  recordResolution,
+  upsertLateSearchAttributes,
+  waitingDetails,
+} from './reconcile-actions.js';
+import {
+  describe,
+  heldFenceError,
+  keptInput,
+  lateVerdict,
+  MAX_REJECTED,
+  type Offer,
+  RECHECK_SIGNAL_DESCRIPTION,
+  RESOLVE_SIGNAL_DESCRIPTION,
+  RESOLVE_UPDATE_DESCRIPTION,
+  refusal,
+  resolveError,
+  resolveInputSizeError,
+  SIGNAL_FENCE_PATCH,
+  SIZE_LIMIT_PATCH,
+  STATUS_QUERY_DESCRIPTION,
+  SUBSCRIBE_SIGNAL_DESCRIPTION,
+} from './reconcile-input.js';
 
 const HOUR = 60 * 60 * 1000;
-/** Refused signals kept for the status query; older ones stay in the history. */
-const MAX_REJECTED = 20;
-/** A refused input kept whole up to this JSON length; a longer one is kept as its first characters, so `status` stays small. */
-const MAX_REJECTED_INPUT_CHARS = 2048;
-/**
- * A `resolve` input with longer JSON is refused before anything else is looked at: the store
- * records at most 1 MiB of result, and a few such inputs kept whole would break the `status`
- * query. Counted in characters, not bytes, so a huge input costs one pass, not two.
- */
-export const MAX_RESOLVE_INPUT_CHARS = 1024 * 1024;
 /**
  * Bounds under the server's own `continueAsNewSuggested` (Temporal terminates a run at 51 200
  * events or 50 MB). Kept low because a worker that lost the run from its cache (and a
@@ -74,8 +79,6 @@ export const MAX_RESOLVE_INPUT_CHARS = 1024 * 1024;
  */
 const CONTINUE_AS_NEW_AFTER_EVENTS = 500;
 const CONTINUE_AS_NEW_AFTER_BYTES = 1024 * 1024;
-/** Marks runs that refuse an oversized `resolve` signal in the workflow instead of sending it to the store. */
-export const SIZE_LIMIT_PATCH = 'sideeffect-resolve-size-limit';
 /** Marks runs that may continue as new; histories recorded before it never do, so they replay unchanged. */
 export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
 /**
@@ -95,21 +98,6 @@ const MIN_STORE_RECHECK_MS = 60_000;
  * runs that took it recorded its marker.
  */
 export const VERDICT_CONTEXT_PATCH = 'sideeffect-verdict-context';
-/**
- * Marks runs that, lacking some of the search attributes (started memo-only, before they were
- * registered), ask the worker which are registered by now at each reminder, `recheck` signal and
- * continue-as-new, and upsert those: a batch over the waiting query then finds reconciles opened
- * before registration. Histories recorded before it never ask.
- */
-export const LATE_SEARCH_ATTRIBUTES_PATCH = 'sideeffect-reconcile-late-search-attributes';
-/**
- * Marks runs that take a `resolve` signal naming the attempt it judges (`fence`). 0.1.0 refused
- * the field as unknown, recording nothing, so a run held to its commands refuses it the same way
- * (a rollback then replays it), and so does the replay of a 0.1.0 history that received one.
- * The Update takes `fence` in every run: a rejected Update leaves no event, and an accepted one is
- * replayed without its validator.
- */
-export const SIGNAL_FENCE_PATCH = 'sideeffect-resolve-signal-fence';
 
 type InspectKey = Parameters<typeof readStore>[0];
 type ResolveKey = (
@@ -120,11 +108,6 @@ type ResolveKey = (
 const storeActivities = proxyActivities<Record<string, InspectKey | ResolveKey>>({
   startToCloseTimeout: '1 minute',
 });
-/** A few tries, then the next reminder asks again: an old worker mid-deploy lacks this activity. */
-const registeredSearchAttributes = proxyActivities<Record<string, () => Promise<string[]>>>({
-  startToCloseTimeout: '30 seconds',
-  retry: { maximumAttempts: 3, initialInterval: '1 second' },
-})[libraryActivityNames.registeredSearchAttributes]!;
 
 /** The store activities and the probe's type under the names this run started with (0.1.0 runs keep theirs). */
 function activityNames(namespaced: boolean) {
@@ -134,80 +117,6 @@ function activityNames(namespaced: boolean) {
     resolveKey: storeActivities[names.resolveKey] as ResolveKey,
     probe: namespaced ? probeActivityName : legacyProbeActivityName,
   };
-}
-
-/** Retries a flaky downstream a few times, then leaves the decision to a person rather than looping forever. */
-const probeOptions = {
-  startToCloseTimeout: '1 minute',
-  retry: { maximumAttempts: 5, initialInterval: '1 second', backoffCoefficient: 2 },
-} as const;
-
-/**
- * Why `input` is not a valid `resolve` payload, or undefined if it is: too large for the status
- * query first, then the one validation the store applies too (src/protocol/resolve-input.ts).
- */
-function resolveError(input: unknown): string | undefined {
-  return resolveInputSizeError(input) ?? resolveInputError(input);
-}
-
-/**
- * Why a `resolve` signal naming an attempt (`fence`) is refused by a run that does not take
- * {@link SIGNAL_FENCE_PATCH} (held to 0.1's commands, or a 0.1.0 history), else undefined.
- */
-function heldFenceError(raw: unknown, fence: number | undefined): string | undefined {
-  if (!Object.hasOwn(raw as object, 'fence') || takePatch(SIGNAL_FENCE_PATCH)) return undefined;
-  const judged =
-    fence === undefined ? '' : ` (it judges attempt ${fence}, the one this run is for)`;
-  return `unknown field(s) fence: this worker keeps runs replayable by 0.1 (compatibleWith), whose workers refuse it; send the verdict without "fence"${judged}, or through the resolve Update (sideeffect resolve)`;
-}
-
-/** Why `input` is too large to be a `resolve` payload, or undefined. */
-function resolveInputSizeError(input: unknown): string | undefined {
-  const length = jsonOf(input)?.length ?? 0;
-  if (length > MAX_RESOLVE_INPUT_CHARS)
-    return `input is ${length} characters of JSON, over the limit of ${MAX_RESOLVE_INPUT_CHARS}`;
-  return undefined;
-}
-
-/** The value's JSON text, or undefined for what JSON cannot encode. */
-function jsonOf(value: unknown): string | undefined {
-  try {
-    return JSON.stringify(value);
-  } catch {
-    return undefined;
-  }
-}
-
-/** A refused input as the status query keeps it: whole when small, else its first characters and its JSON length. */
-function keptInput(raw: unknown): Pick<RejectedResolve, 'input' | 'inputChars'> {
-  const json = jsonOf(raw);
-  if (json === undefined) return { input: String(raw).slice(0, MAX_REJECTED_INPUT_CHARS) };
-  if (json.length <= MAX_REJECTED_INPUT_CHARS) return { input: raw };
-  // Back to whole code points: a cut surrogate pair is not valid text.
-  return { input: json.slice(0, MAX_REJECTED_INPUT_CHARS).toWellFormed(), inputChars: json.length };
-}
-
-/** What the UI's signal list and Update list say about `resolve`. */
-const RESOLVE_SIGNAL_DESCRIPTION =
-  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "...", "fence": <the attempt you checked>} or {"applied": false, "reason": "...", "by": "...", "fence": <the attempt you checked>}; the fence is in the details above and the status query, and a verdict for another attempt is refused. Without "result", "applied": true is refused unless the effect declares result: \'void\'. First resolution wins; a malformed one, or a result the effect\'s check refuses, is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
-const SUBSCRIBE_SIGNAL_DESCRIPTION =
-  'Internal, not for people: sent by an effect call (proxySideEffects) in a workflow waiting on this key, to be told the verdict. A malformed one is listed by the status query and ignored.';
-const RECHECK_SIGNAL_DESCRIPTION =
-  'Read the key from the store now and end if it was decided there (sent by `sideeffect resolve` after recording a verdict in the store); also upserts the search attributes registered since this run started. Takes no input; harmless to send.';
-const STATUS_QUERY_DESCRIPTION =
-  'Where this reconcile stands: key, resource, reason, fence, state, and the refused resolve signals with why.';
-const RESOLVE_UPDATE_DESCRIPTION =
-  'Decide this uncertain key and wait for the final resolution; refused synchronously when malformed. Same input as the resolve signal.';
-
-interface Offer {
-  resolution: ResolveInput;
-  via: 'probe' | 'signal' | 'update';
-  /** Who decided, for the metrics: an Update sent by `sideeffect resolve` counts as `cli`. */
-  channel: DecidedByLabel;
-  /** Set when the store refused it; an Update waiting on it then fails with it instead of hanging. */
-  refused?: ApplicationFailure;
-  /** Which message delivered it: the Update's id, or the signal's rank among this run's `resolve` signals. */
-  delivery?: { updateId: string } | { signal: number };
 }
 
 /**
@@ -529,43 +438,6 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   return resolution;
 }
 
-/**
- * Upserts the search attributes this run lacks that the namespace has registered by now (asked
- * through the worker: upserting an unregistered one would fail the workflow task in a loop).
- * Asks nothing once all are set, so an indexed run never gets here past its first check.
- */
-async function upsertLateSearchAttributes(key: string, resource: string): Promise<void> {
-  const values = { key, resource, state: 'waiting' };
-  const unset = (Object.keys(searchAttributeKeys) as Array<keyof typeof values>).filter(
-    (field) => !carries(searchAttributeKeys[field]),
-  );
-  if (unset.length === 0 || !takePatch(LATE_SEARCH_ATTRIBUTES_PATCH)) return;
-  let registered: string[];
-  try {
-    registered = await registeredSearchAttributes();
-  } catch (error) {
-    log.warn('could not learn which search attributes are registered; asking again later', {
-      key,
-      error: error instanceof Error ? error.message : String(error),
-    });
-    return;
-  }
-  const pairs = unset
-    .filter((field) => registered.includes(searchAttributeKeys[field].name))
-    .map((field) => ({ key: searchAttributeKeys[field], value: values[field] }));
-  if (pairs.length > 0) upsertSearchAttributes(pairs);
-}
-
-/** Whether this run has the search attribute set (at its start, inherited, or upserted since). */
-function carries(
-  attribute: (typeof searchAttributeKeys)[keyof typeof searchAttributeKeys],
-): boolean {
-  const info = workflowInfo();
-  if (info.typedSearchAttributes.get(attribute) !== undefined) return true;
-  // A payload without type metadata shows only in the untyped map.
-  return (info.searchAttributes?.[attribute.name]?.length ?? 0) > 0;
-}
-
 /** The server suggests continuing (history count or size), or this run passed its own bounds. */
 function historyTooLong(eventBound: number): boolean {
   const info = workflowInfo();
@@ -574,134 +446,4 @@ function historyTooLong(eventBound: number): boolean {
     info.historyLength > eventBound ||
     info.historySize > CONTINUE_AS_NEW_AFTER_BYTES
   );
-}
-
-/**
- * The workflow's details in the UI: what to check and the verdicts to paste,
- * laid out as the signal form lays them out, so the first Submit sends.
- */
-function waitingDetails(key: string, resource: string, reason: string, fence?: number): string {
-  const episode = fence === undefined ? {} : { fence };
-  // No `result` placeholder: pasted as is, `null` (or any stand-in) could become the recorded
-  // result. Without one, the effect's check refuses it unless the effect returns nothing.
-  const applied = verdictJson({
-    applied: true,
-    reason: 'found in the downstream',
-    by: 'your name',
-    ...episode,
-  });
-  const notApplied = verdictJson({
-    applied: false,
-    reason: 'not in the downstream',
-    by: 'your name',
-    ...episode,
-  });
-  return [
-    `**Outcome uncertain** for key \`${key}\` on \`${resource}\`: ${reason}.`,
-    'Check the downstream, then More Actions > Send a Signal, name `resolve`, with either (add `"result": <what the effect returned>`; only an effect declared `result: \'void\'` takes it without one):',
-    `\`\`\`json\n${applied}\n\`\`\``,
-    'or, if it never took effect:',
-    `\`\`\`json\n${notApplied}\n\`\`\``,
-    `The \`status\` query shows refused signals. Every key waiting on this resource: \`${waitingQuery(resource)}\``,
-  ].join('\n\n');
-}
-
-/** Metrics only (no commands): safe to emit on any code path, dropped by the SDK during replay. */
-function recordResolution(decidedBy: DecidedByLabel, applied: boolean, since: string): void {
-  metricMeter
-    .createCounter(RECONCILES_RESOLVED_METRIC, 'reconciles', 'reconciles closed, by who decided')
-    .add(1, { decided_by: decidedBy, verdict: applied ? 'applied' : 'not_applied' });
-  metricMeter
-    // No unit: the name says seconds, and the Prometheus exporter's unitSuffix would append `_s`.
-    .createHistogram(
-      TIME_TO_RESOLUTION_METRIC,
-      'float',
-      '',
-      'from the reconcile start to its verdict, in seconds',
-    )
-    .record((Date.now() - Date.parse(since)) / 1000, { decided_by: decidedBy });
-}
-
-/** Who got there first, for the one who did not. */
-function lateVerdict(first: Offer): string {
-  const by = first.resolution.by ? ` by ${first.resolution.by}` : '';
-  return `already decided${by} (${first.via}: ${first.resolution.applied ? 'applied' : 'not applied'})`;
-}
-
-function describe(offer: Offer): Pick<ReconcileResolution, 'reason' | 'by' | 'decidedBy'> {
-  const { reason, by } = offer.resolution;
-  return by === undefined ? { reason, decidedBy: offer.via } : { reason, by, decidedBy: offer.via };
-}
-
-const REFUSALS = new Set<string>([
-  SideEffectFailureType.InvalidAction,
-  SideEffectFailureType.StaleVerdict,
-]);
-
-/** The store's refusal of a resolution (invalid, or for another episode), or undefined for any other failure. */
-function refusal(error: unknown): ApplicationFailure | undefined {
-  if (!(error instanceof ActivityFailure)) return undefined;
-  const cause = error.cause;
-  if (cause instanceof ApplicationFailure && cause.type && REFUSALS.has(cause.type)) return cause;
-  return undefined;
-}
-
-async function probe(
-  activityType: string,
-  key: string,
-  resource: string,
-  input: unknown,
-): Promise<ProbeAnswer | null> {
-  const run =
-    proxyActivities<
-      Record<
-        string,
-        (request: { key: string; resource: string; input: unknown }) => Promise<ProbeAnswer | null>
-      >
-    >(probeOptions)[activityType]!;
-  try {
-    return await run({ key, resource, input });
-  } catch (error) {
-    log.warn('probe failed; waiting for a person instead', {
-      key,
-      activityType,
-      error: error instanceof Error ? error.message : String(error),
-    });
-    return null;
-  }
-}
-
-/** Signals every subscriber, including any that subscribes while this runs; a subscriber that is gone is skipped. */
-async function notifySubscribers(
-  key: string,
-  resolution: ReconcileResolution,
-  subscribers: Set<string>,
-  runs: ReadonlyMap<string, string>,
-): Promise<void> {
-  const notified = new Set<string>();
-  const reconciled = resolution.applied
-    ? { key, applied: true, result: resolution.result }
-    : { key, applied: false };
-  for (;;) {
-    const pending = [...subscribers].filter((id) => !notified.has(id));
-    if (pending.length === 0) return;
-    await Promise.all(
-      pending.map(async (workflowId) => {
-        notified.add(workflowId);
-        try {
-          const runId = runs.get(workflowId);
-          await getExternalWorkflowHandle(workflowId).signal(
-            reconciledSignal,
-            runId === undefined ? reconciled : { ...reconciled, runId },
-          );
-        } catch (error) {
-          log.warn('could not notify subscriber', {
-            key,
-            workflowId,
-            error: error instanceof Error ? error.message : String(error),
-          });
-        }
-      }),
-    );
-  }
 }
