@@ -24,6 +24,7 @@ import {
   PgStore,
   storeStats,
 } from '../store/postgres/index.js';
+import { newerSchema } from '../store/postgres/newer-schema.js';
 import { defaultSchema, quoteSchema } from '../store/postgres/sql.js';
 import { type ClusterOptions, type ClusterSettings, clusterSettings } from '../worker/cluster.js';
 import { type Command, type GlobalOptions, type Output, parseInvocation } from './args.js';
@@ -274,18 +275,13 @@ async function run(
       if (command.status || command.dryRun) {
         const status = await migrationStatus(ctx.pool, { schema });
         const { unknown } = status;
-        // What migrate() itself would refuse: newer migrations this version cannot run beside.
-        if (
-          command.dryRun &&
-          unknown.length > 0 &&
-          (!status.unknownCompatible || status.pending.length > 0)
-        )
-          return ctx.fail(
-            'MIGRATION_CONFLICT',
-            `schema ${schema} has migration(s) ${unknown.join(', ')}, unknown to this version of sideeffect: migrate from the newer version; never roll the schema back`,
-            EXIT.refused,
-            { schema, unknown },
-          );
+        // What migrate() itself would refuse, in its words.
+        const newer = newerSchema(status);
+        if (command.dryRun && newer && 'refused' in newer)
+          return ctx.fail(newer.refused.code, newer.refused.message, EXIT.refused, {
+            schema,
+            unknown,
+          });
         if (command.dryRun) {
           print(
             status.pending.length
@@ -300,9 +296,7 @@ async function run(
             `schema ${schema}: ${status.applied.length} applied, ${status.pending.length} pending`,
             ...status.applied.map((m) => `  applied  ${m.appliedAt}  ${m.name}`),
             ...status.pending.map((name) => `  pending  ${name}`),
-            ...(unknown.length
-              ? [`  newer than this version of sideeffect: ${unknown.join(', ')}`]
-              : []),
+            ...(newer ? [`  ${'refused' in newer ? newer.refused.message : newer.accepted}`] : []),
             ...(status.pending.length
               ? ['run `sideeffect migrate` to apply the pending ones']
               : []),

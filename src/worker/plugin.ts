@@ -17,12 +17,13 @@ import {
 import {
   ActivityNameClashError,
   InvalidActionError,
-  MigrationConflictError,
+  type MigrationConflictError,
   SearchAttributesMissingError,
   StoreMisconfiguredError,
 } from '../core/errors.js';
 import type { Store } from '../core/store.js';
 import type { CompatibleWith } from '../protocol/patches.js';
+import { newerSchema } from '../store/postgres/newer-schema.js';
 import {
   bundleCompatibilityError,
   bundleOptionsCompatibleWith,
@@ -442,11 +443,9 @@ async function checkSchema(
     });
     return undefined;
   }
-  const { schema, applied, pending, unknown, unknownCompatible } = read;
-  if (unknown.length > 0 && (!unknownCompatible || pending.length > 0))
-    return new MigrationConflictError(
-      `store schema "${schema}" was migrated by a newer sideeffect (${unknown.join(', ')}) that this version cannot run on: deploy that version of sideeffect on this worker; never roll the schema back by hand`,
-    );
+  const { schema, applied, pending, unknown } = read;
+  const newer = newerSchema(read);
+  if (newer && 'refused' in newer) return newer.refused;
   if (pending.length > 0) {
     const problem =
       applied.length === 0
@@ -454,10 +453,6 @@ async function checkSchema(
         : `store schema "${schema}" lacks migration(s) ${pending.join(', ')} that this version of sideeffect needs`;
     return new StoreMisconfiguredError(schema, problem);
   }
-  if (unknown.length > 0)
-    logger.warn(
-      `sideeffect: store schema "${schema}" was migrated by a newer sideeffect (${unknown.join(', ')}, each declared backward-compatible); this worker runs on it, but upgrade the package, and run \`sideeffect migrate\` only from the newer version`,
-      { schema, unknown },
-    );
+  if (newer) logger.warn(`sideeffect: ${newer.accepted}`, { schema, unknown });
   return undefined;
 }

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { environment, main } from '../../src/cli/main.js';
 import { encodeJson } from '../../src/core/index.js';
+import { migrate } from '../../src/store/postgres/index.js';
 import { databaseUrl, freshSchema } from '../support/postgres.js';
 import { asOwner, cliFixture } from './fixture.js';
 
@@ -55,6 +56,40 @@ describe('sideeffect migrate and purge against Postgres', () => {
       });
     } finally {
       await empty.drop();
+    }
+  });
+
+  it('a schema a newer sideeffect migrated: --status and --dry-run say what migrate() says', async () => {
+    const newer = await freshSchema('cli_newer');
+    try {
+      const env = { ...asOwner, SIDEEFFECT_SCHEMA: newer.schema };
+      await migrate(newer.pool, { schema: newer.schema });
+      await newer.pool.query(
+        `insert into migration_history (version, name, sha256, backward_compatible)
+         values (9998, '9998_next.sql', 'x', true)`,
+      );
+      const lines: string[] = [];
+      await migrate(newer.pool, { schema: newer.schema, log: (line) => lines.push(line) });
+      const accepted = lines[0]!.replace(/^sideeffect: /, '');
+      expect((await cli(['migrate', '--status'], env)).stdout).toContain(accepted);
+      expect((await cli(['migrate', '--dry-run'], env)).code).toBe(0);
+      await newer.pool.query(
+        `insert into migration_history (version, name, sha256) values (9999, '9999_next.sql', 'y')`,
+      );
+      const refused = await migrate(newer.pool, { schema: newer.schema }).then(
+        () => expect.fail('migrate() accepted a migration not declared backward-compatible'),
+        (error: Error) => error,
+      );
+      expect(refused).toMatchObject({ code: 'MIGRATION_CONFLICT' });
+      expect((await cli(['migrate', '--status'], env)).stdout).toContain(refused.message);
+      const dry = await cli(['migrate', '--dry-run', '-o', 'json'], env);
+      expect(dry.code).toBe(1);
+      expect(JSON.parse(dry.stdout).error).toMatchObject({
+        code: 'MIGRATION_CONFLICT',
+        message: refused.message,
+      });
+    } finally {
+      await newer.drop();
     }
   });
 

@@ -84,13 +84,29 @@ describe('the previous release against the newest schema', () => {
       expect(lines).toEqual([expect.stringMatching(/9998_next_release\.sql.*backward-compatible/)]);
       const store = new PgStore({ pool: db.pool, schema });
       expect((await store.acquire({ key: 'k', resource: 'r' }, 10_000)).outcome).toBe('granted');
+      // A version whose own migration the schema lacks refuses it: it never migrated it.
+      const own: Migration = {
+        version: 9997,
+        name: '9997_own.sql',
+        sql: 'select 1;\n',
+        sha256: 'z',
+        backwardCompatible: true,
+      };
+      await expect(
+        migrateFiles(db.pool, { schema, log: () => {} }, [...listMigrations(), own]),
+      ).rejects.toMatchObject({
+        code: 'MIGRATION_CONFLICT',
+        message: expect.stringMatching(/\(9998_next_release\.sql\).*it lacks 9997_own\.sql/),
+      });
       await db.pool.query(
         `insert into ${s}.migration_history (version, name, sha256)
          values (9999, '9999_breaking.sql', 'y')`,
       );
       await expect(migrate(db.pool, { schema, log: () => {} })).rejects.toMatchObject({
         code: 'MIGRATION_CONFLICT',
-        message: expect.stringMatching(/9999_breaking\.sql.*not declared backward-compatible/),
+        message: expect.stringMatching(
+          /\(9998_next_release\.sql, 9999_breaking\.sql\).*not all of them declared backward-compatible/,
+        ),
       });
     } finally {
       await db.pool.query(`drop schema if exists ${s} cascade`);

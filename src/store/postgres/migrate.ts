@@ -7,6 +7,7 @@ import {
 } from '../../core/errors.js';
 import { connectionRefusal } from './connection.js';
 import { embeddedMigrations } from './migrations.generated.js';
+import { newerSchema } from './newer-schema.js';
 import { checkoutFor } from './session.js';
 import { commentName, defaultSchema, dollarTag, quoteLiteral, quoteSchema } from './sql.js';
 
@@ -172,7 +173,9 @@ function lockTimedOut(error: unknown): boolean {
  *
  * A schema with migrations newer than this version: accepted, with a log line, when every one of
  * them declares itself backward-compatible (workers of the previous version keep working on it,
- * as during a rolling deploy); refused with MigrationConflictError otherwise, as is a schema whose
+ * as during a rolling deploy, and the schema lacks none of this version's); refused with
+ * MigrationConflictError otherwise (the worker's start check and `sideeffect migrate --status`
+ * decide and word it the same way), as is a schema whose
  * applied migrations were edited afterwards: running functions this code does not know is how a
  * state machine silently changes under a worker. Returns the names of the migrations it applied
  * (empty when already up to date). Any other failure (the database unreachable, a connection lost,
@@ -288,22 +291,14 @@ async function migrateOnce(
     const applied = new Set(rows.map((row) => row.version));
     const pending = files.filter((f) => !applied.has(f.version));
     const newer = rows.filter((row) => !known.has(row.version));
-    if (newer.length > 0) {
-      const refused = newer.find((row) => !row.backward_compatible);
-      if (refused) {
-        throw new MigrationConflictError(
-          `schema ${schema} has migration ${refused.name}, unknown to this version of sideeffect and not declared backward-compatible: upgrade it`,
-        );
-      }
-      if (pending.length > 0) {
-        throw new MigrationConflictError(
-          `schema ${schema} has newer migrations (${newer.map((r) => r.name).join(', ')}) but lacks ${pending.map((f) => f.name).join(', ')} of this version`,
-        );
-      }
-      log(
-        `sideeffect: schema ${schema} has migrations newer than this version (${newer.map((r) => r.name).join(', ')}), each declared backward-compatible: running on it unchanged`,
-      );
-    }
+    const verdict = newerSchema({
+      schema: schemaName,
+      pending: pending.map((f) => f.name),
+      unknown: newer.map((row) => row.name),
+      unknownCompatible: newer.every((row) => row.backward_compatible),
+    });
+    if (verdict && 'refused' in verdict) throw verdict.refused;
+    if (verdict) log(`sideeffect: ${verdict.accepted}`);
     const catalog = async (): Promise<Set<string>> =>
       new Set((await client.query<{ item: string }>(CATALOG)).rows.map((row) => row.item));
     for (const file of pending) {
