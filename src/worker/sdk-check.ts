@@ -2,25 +2,21 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { WorkerOptions } from '@temporalio/worker';
 import { UnsupportedSdkError } from '../core/errors.js';
+import { SDK_PEER_SPANS } from './sdk-range.generated.js';
 
 /**
- * Per SDK minor, the first patch whose workflow bundler routes webpack's module cache through
- * `globalThis.__webpack_module_cache__` whatever keyword webpack declares it with
- * (sdk-typescript#2170). Minors after the last listed were released with the fix; 1.19.1 has it
- * but cannot be installed (no @temporalio/activity, client or common 1.19.1 were published).
+ * The releases this library supports are those whose workflow bundler routes webpack's module
+ * cache through `globalThis.__webpack_module_cache__` whatever keyword webpack declares it with
+ * (sdk-typescript#2170), within the minors tested: package.json's peer range, read from the
+ * module generated from it. So the first release of a span is the fix for the releases below
+ * it; 1.19 has no span (1.19.1 has the fix but cannot be installed), so 1.19.x upgrades to 1.20.1.
  */
-const FIXED_IN: Record<number, string> = {
-  14: '1.14.2',
-  15: '1.15.1',
-  16: '1.16.3',
-  17: '1.17.5',
-  18: '1.18.2',
-  19: '1.20.1',
-  20: '1.20.1',
-};
-const LAST_LISTED_MINOR = 20;
-/** The oldest release this library supports at all, for a minor older than the listed ones. */
-const OLDEST_SUPPORTED = '1.15.1';
+const SPANS = SDK_PEER_SPANS.map(([from, below]) => [parse(from)!, parse(below)!] as const);
+/**
+ * Lines older than the range whose bundler got the fix all the same: the range starts at 1.15.1
+ * for another of 1.14's bugs (sdk-typescript#1866), so 1.14.2 is not refused for this one.
+ */
+const FIXED_BEFORE_RANGE: Record<number, string> = { 14: '1.14.2' };
 /** webpack's first release that declares the module cache `const`, which the unfixed bundlers miss. */
 const CONST_CACHE_WEBPACK: Version = [5, 108, 0];
 /** What a fixed bundler (or an unfixed one under webpack < 5.108) writes into every bundle. */
@@ -38,13 +34,19 @@ function atLeast(version: Version, floor: Version): boolean {
   return true;
 }
 
-/** The release of `sdk`'s line that has the fix, or undefined when `sdk` has it. */
+/**
+ * The release of `sdk`'s line that has the fix (the first supported release above it), or
+ * undefined when `sdk` has it. A release newer than the range was not tested: npm's peer check
+ * speaks of it, not this one.
+ */
 export function bundlerFixFor(sdk: string): string | undefined {
   const version = parse(sdk);
-  if (version?.[0] !== 1 || version[1] > LAST_LISTED_MINOR) return undefined;
-  const fixed = FIXED_IN[version[1]];
-  if (fixed === undefined) return OLDEST_SUPPORTED;
-  return atLeast(version, parse(fixed)!) ? undefined : fixed;
+  if (version?.[0] !== 1 || atLeast(version, SPANS.at(-1)![1])) return undefined;
+  const fixed = FIXED_BEFORE_RANGE[version[1]];
+  if (fixed !== undefined) return atLeast(version, parse(fixed)!) ? undefined : fixed;
+  if (SPANS.some(([from, below]) => atLeast(version, from) && !atLeast(version, below)))
+    return undefined;
+  return SPANS.find(([from]) => !atLeast(version, from))![0].join('.');
 }
 
 const CONSEQUENCE =
@@ -67,7 +69,7 @@ export function bundlerIsolationError(
     const bundle = options.workflowBundle;
     const code = 'code' in bundle ? bundle.code : readFileSync(bundle.codePath, 'utf8');
     if (code.includes(CACHE_GLOBAL)) return undefined;
-    const upgrade = fixedIn ?? installed?.worker ?? OLDEST_SUPPORTED;
+    const upgrade = fixedIn ?? installed?.worker ?? SDK_PEER_SPANS[0]![0];
     return new UnsupportedSdkError(
       'a prebuilt workflowBundle',
       upgrade,

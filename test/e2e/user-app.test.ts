@@ -24,6 +24,7 @@ import { PgStore } from '../../src/store/postgres/index.js';
 import { reconcileWorkflowId, verdictJson } from '../../src/workflows/index.js';
 import { installApp, packLibrary, sdkDependencies } from '../support/packed-app.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
+import { SDK_MATRIX } from '../support/sdk-matrix.js';
 import {
   REPO_ROOT,
   TEMPORAL_ADDRESS,
@@ -45,15 +46,13 @@ import {
 const run = promisify(execFile);
 
 /**
- * The supported range's ends (package.json's peers; test/e2e/sdk-matrix.test.ts runs every minor).
+ * The supported range's ends: the first and last of the SDK matrix (test/e2e/sdk-matrix.test.ts
+ * runs every minor; test/unit/sdk-range.test.ts ties it to package.json's peers).
  * Below 1.15.1 this test fails: on 1.14.2 a workflow woken out of `condition()` ends "Workflow
  * cancelled" once another one finished on the worker (the SDK's bug, sdk-typescript#1866), and
  * 1.15.0 bundles workflows that never wake (docs/production.md).
  */
-const SDKS = [
-  { sdk: '1.15.1', envconfig: '1.15.0' },
-  { sdk: '1.24.0', envconfig: '1.24.0' },
-] as const;
+const SDKS = [SDK_MATRIX[0]!, SDK_MATRIX.at(-1)!];
 const FIXTURES = path.join(REPO_ROOT, 'test/e2e/user-app');
 /** Kept between runs, in the work tree (gitignored), so two checkouts never share it. */
 const CACHE = path.join(REPO_ROOT, '.cache/user-app');
