@@ -1,6 +1,8 @@
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { readTimings } from './test/support/timings.js';
 
 /**
  * Tests that need neither Postgres, nor Temporal, nor a browser: `npm run test:unit` runs only
@@ -58,35 +60,17 @@ const soakTemporal = ['test/faults/mixed.test.ts', 'test/e2e/sdk-matrix.test.ts'
 const alone = ['test/temporal/long-wait.test.ts'];
 
 /**
- * The slowest files of `npm test`, slowest first (per-file times of a full run; docs/development.md
- * has the table). Three files run at once, so the run ends when its last file does: started
- * first, these overlap the many short files instead of starting late and running on alone.
- * Vitest's own order (project by project, and by file size without a results cache, as on a
- * fresh CI clone) started the 86 s fault harness in the last minute. A file not listed here is
- * only ordered later; nothing is skipped.
+ * Files slowest first, as a measured run left them in test/timings.json (`npm run test:timings`
+ * refreshes it; test/support/timings.ts). Three files run at once, so the run ends when its last
+ * file does: started first, the slow ones overlap the many short files instead of starting late
+ * and running on alone. Vitest's own order (project by project, and by file size without a
+ * results cache, as on a fresh CI clone) started the 86 s fault harness in the last minute. A
+ * file not listed runs after the listed ones, in vitest's order; a listed file that no longer
+ * exists orders nothing; nothing is skipped.
  */
-const slowest = [
-  'test/store/postgres.test.ts',
-  'test/store/postgres-pgbouncer.test.ts',
-  'test/store/postgres-roles.test.ts',
-  'test/e2e/user-app.test.ts',
-  'test/rollback/previous-minor.test.ts',
-  'test/packaging/packaging.test.ts',
-  'test/e2e/sdk-matrix.test.ts',
-  'test/store/postgres-transactional.test.ts',
-  'test/cli/resolve-attempt.test.ts',
-  'test/cli/resolve-held.test.ts',
-  'test/e2e/ui-resolve.test.ts',
-  'test/store/postgres-concurrency.test.ts',
-  'test/faults/bad-input.test.ts',
-  'test/cli/cli-resolve-workflow.test.ts',
-  'test/e2e/quickstart.test.ts',
-  'test/worker/late-search-attributes.test.ts',
-  'test/cli/cli-read.test.ts',
-  'test/store/postgres-transactional-session.test.ts',
-  'test/cli/resolve-batch.test.ts',
-  'test/e2e/ui-codec.test.ts',
-];
+const slowest = readTimings(path.dirname(fileURLToPath(import.meta.url))).files.map(
+  (entry) => entry.file,
+);
 
 /** Vitest's order, with the `slowest` files moved to the front in their listed order. */
 class SlowestFirst extends BaseSequencer {
