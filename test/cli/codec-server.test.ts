@@ -22,7 +22,7 @@ import {
 } from '../../src/cli/codec-server.js';
 import { main } from '../../src/cli/main.js';
 import { ENCRYPTED, encryptionCodec } from '../support/encryption-codec.js';
-import { REPO_ROOT } from '../support/temporal.js';
+import { REPO_ROOT, TEMPORAL_UI_URL } from '../support/temporal.js';
 
 const TOKEN = 'a3f9c1e07b5d42c8a1e6f0b9d2c47e13';
 const AUTH = { Authorization: `Bearer ${TOKEN}` };
@@ -64,7 +64,8 @@ function curl(
   });
 }
 
-const UI = 'http://localhost:8233';
+/** The UI's origin, as the browser sends it. */
+const UI = new URL(TEMPORAL_UI_URL).origin;
 const b64 = (text: string) => Buffer.from(text).toString('base64');
 const json = (value: unknown) => ({
   metadata: { encoding: b64('json/plain') },

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshSchema } from '../support/postgres.js';
 import {
+  DEV_SERVER_UI_URL,
   ensureTemporalDevServer,
   SEARCH_ATTRIBUTES,
   TEMPORAL_ADDRESS,
@@ -32,7 +33,7 @@ describe('Temporal dev server', () => {
     await connection?.close();
   });
 
-  it('answers workflow-service calls on 127.0.0.1:7233', async () => {
+  it(`answers workflow-service calls on ${TEMPORAL_ADDRESS}`, async () => {
     const info = await connection.workflowService.getSystemInfo({});
     expect(info.serverVersion).toBeTruthy();
     const { namespaceInfo } = await connection.workflowService.describeNamespace({
@@ -41,7 +42,7 @@ describe('Temporal dev server', () => {
     expect(namespaceInfo?.name).toBe(TEMPORAL_NAMESPACE);
   });
 
-  it('serves the web UI on http://localhost:8233', async () => {
+  it(`serves the web UI on ${TEMPORAL_UI_URL}`, async () => {
     const response = await fetch(TEMPORAL_UI_URL);
     expect(response.status).toBe(200);
     expect(await response.text()).toMatch(/<html/i);
@@ -80,7 +81,7 @@ describe('Temporal dev server', () => {
       const before = readFileSync(pidFile, 'utf8').trim();
       const { stdout, stderr } = await run(TEMPORAL_DEV_SCRIPT, []);
       expect(stderr).toContain('already running');
-      expect(stdout).toContain(TEMPORAL_UI_URL);
+      expect(stdout).toContain(DEV_SERVER_UI_URL);
       expect(readFileSync(pidFile, 'utf8').trim()).toBe(before);
       const status = await run(TEMPORAL_DEV_SCRIPT, ['--status']);
       expect(status.stdout).toContain(`pid ${before}`);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { reconcileWorkflowId, resolveSignal } from '../../src/workflows/index.js';
-import { REPO_ROOT, TEMPORAL_ADDRESS } from '../support/temporal.js';
+import { REPO_ROOT, TEMPORAL_ADDRESS, TEMPORAL_UI_URL } from '../support/temporal.js';
 
 /** The quick start block of docs/development.md: the commands a contributor types, in order. */
 function quickStart(): string[] {
@@ -40,7 +40,12 @@ describe('the development quick start in a scratch clone', () => {
     execFileSync('git', ['clone', '--quiet', REPO_ROOT, clone]);
 
     let output = '';
-    demo = spawn('bash', ['-c', commands[0]!], { cwd: clone, stdio: ['ignore', 'pipe', 'pipe'] });
+    demo = spawn('bash', ['-c', commands[0]!], {
+      cwd: clone,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // The demo reads Temporal's standard variables; the tests' server, whatever the shell says.
+      env: { ...process.env, TEMPORAL_ADDRESS, TEMPORAL_UI_URL },
+    });
     demo.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
     });
@@ -59,7 +64,8 @@ describe('the development quick start in a scratch clone', () => {
     for (const outcome of ['applied', 'replayed', 'contended', 'uncertain']) {
       expect(output).toMatch(new RegExp(`^\\[\\d/4\\] ${outcome}`, 'm'));
     }
-    expect(output).toMatch(/http:\/\/localhost:8233\/namespaces\/default\/workflows\/reconcile%2F/);
+    const ui = TEMPORAL_UI_URL.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+    expect(output).toMatch(new RegExp(`${ui}/namespaces/default/workflows/reconcile%2F`));
     const key = output.match(/resolve '([^']+)'/)?.[1];
     expect(key).toMatch(/^demo-[0-9a-f]+-order-D\/charge$/);
     const signal = output.match(/--name resolve --input '(.+)'$/m)?.[1];

@@ -1,5 +1,5 @@
 /**
- * Drives the real Temporal web UI (the dev server's, http://localhost:8233, UI 2.54.x) in headless
+ * Drives the real Temporal web UI (the dev server's at TEMPORAL_UI_URL, UI 2.54.x) in headless
  * Chromium, the way an operator does: open a workflow, More Actions -> Send a Signal, pick the
  * signal name, paste the JSON input into the CodeMirror editor, Submit once.
  *

@@ -8,7 +8,7 @@
  * internal `subscribe` and `reconciled` signals from the UI's lists with a `null` input: both are
  * refused, and both workflows keep running and still resolve.
  *
- * Needs: the dev server (UI on :8233 with write actions enabled), Postgres, /usr/bin/chromium.
+ * Needs: the dev server (its UI at TEMPORAL_UI_URL with write actions enabled), Postgres, /usr/bin/chromium.
  */
 import { fileURLToPath } from 'node:url';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
@@ -103,7 +103,7 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     const settings = await uiSettings();
     if (settings.DisableWriteActions || settings.WorkflowSignalDisabled) {
       throw new Error(
-        `the Temporal UI at :8233 has signals disabled (${JSON.stringify(settings)}); ` +
+        `the Temporal UI at ${TEMPORAL_UI_URL} has signals disabled (${JSON.stringify(settings)}); ` +
           'start the dev server with ./temporal-dev.sh, which leaves write actions on',
       );
     }

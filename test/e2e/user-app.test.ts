@@ -9,7 +9,7 @@
  * number, where each workflow ran, and the spans of the effect activity.
  *
  * Each SDK is installed from the registry into a cached app under .cache/; only the
- * tarball is reinstalled on a rerun. Needs: the dev server (UI on :8233 with write actions
+ * tarball is reinstalled on a rerun. Needs: the dev server (its UI at TEMPORAL_UI_URL with write actions
  * enabled), Postgres, /usr/bin/chromium, the npm registry (or npm's cache) for the SDKs.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
@@ -29,6 +29,7 @@ import {
   REPO_ROOT,
   TEMPORAL_ADDRESS,
   TEMPORAL_NAMESPACE,
+  TEMPORAL_UI_URL,
   uniqueTaskQueue,
 } from '../support/temporal.js';
 import { waitFor } from '../temporal/harness.js';
@@ -73,7 +74,9 @@ const apps: ChildProcess[] = [];
 beforeAll(async () => {
   const settings = await uiSettings();
   if (settings.DisableWriteActions || settings.WorkflowSignalDisabled)
-    throw new Error(`the Temporal UI at :8233 has signals disabled (${JSON.stringify(settings)})`);
+    throw new Error(
+      `the Temporal UI at ${TEMPORAL_UI_URL} has signals disabled (${JSON.stringify(settings)})`,
+    );
   [db, tarball, connection, browser] = await Promise.all([
     freshSchema('user_app'),
     packLibrary(path.join(CACHE, 'staging'), CACHE),

@@ -16,9 +16,23 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 
-export const TEMPORAL_ADDRESS = '127.0.0.1:7233';
+/** Where ./temporal-dev.sh serves the project's dev server and its UI; it takes no other. */
+export const DEV_SERVER_ADDRESS = '127.0.0.1:7233';
+export const DEV_SERVER_UI_URL = 'http://localhost:8233';
+
+/**
+ * Where the tests find Temporal, read here and nowhere else. Their own variables, not
+ * `TEMPORAL_ADDRESS`: a developer's shell may point that at a real cluster, which the tests must
+ * never create namespaces on or flood with workflows. Unset, the project's dev server.
+ */
+export const TEMPORAL_ADDRESS = process.env.SIDEEFFECT_TEST_TEMPORAL_ADDRESS || DEV_SERVER_ADDRESS;
 export const TEMPORAL_NAMESPACE = 'default';
-export const TEMPORAL_UI_URL = 'http://localhost:8233';
+/** The server's web UI, without a trailing slash (tests append `/namespaces/...`). */
+export const TEMPORAL_UI_URL = (
+  process.env.SIDEEFFECT_TEST_TEMPORAL_UI || DEV_SERVER_UI_URL
+).replace(/\/+$/, '');
+/** True when the tests use a server of the developer's choice: ./temporal-dev.sh cannot start that one. */
+const ADDRESS_OVERRIDDEN = Boolean(process.env.SIDEEFFECT_TEST_TEMPORAL_ADDRESS);
 /** Custom search attributes that temporal-dev.sh registers at start (all Keyword). */
 export const SEARCH_ATTRIBUTES = [
   'SideEffectKey',
@@ -67,9 +81,11 @@ function portOpen(host: string, port: number, timeoutMs: number): Promise<boolea
 
 /** True if a Temporal frontend answers a real call at TEMPORAL_ADDRESS. */
 export async function temporalAnswers(timeoutMs = 3_000): Promise<boolean> {
-  const [host = '127.0.0.1', port = '7233'] = TEMPORAL_ADDRESS.split(':');
+  const at = TEMPORAL_ADDRESS.lastIndexOf(':');
+  const host = TEMPORAL_ADDRESS.slice(0, at).replace(/^\[|\]$/g, '');
+  const port = Number(TEMPORAL_ADDRESS.slice(at + 1));
   // A closed port fails at once; the gRPC client would keep retrying until its timeout.
-  if (!(await portOpen(host, Number(port), timeoutMs))) return false;
+  if (!(await portOpen(host, port, timeoutMs))) return false;
   let connection: Connection | undefined;
   try {
     connection = await Connection.connect({
@@ -115,13 +131,21 @@ let ensured: Promise<{ address: string; uiUrl: string }> | undefined;
 /**
  * Makes sure a Temporal server answers at TEMPORAL_ADDRESS. Any server that answers is used
  * (ours or not); otherwise ./temporal-dev.sh starts the project's dev server, which keeps running
- * after the tests so that later runs reuse it (stop it with `./temporal-dev.sh --stop`).
+ * after the tests so that later runs reuse it (stop it with `./temporal-dev.sh --stop`). With
+ * SIDEEFFECT_TEST_TEMPORAL_ADDRESS set nothing is started: the script only serves DEV_SERVER_ADDRESS,
+ * and a server started there would not be the one the tests were told to use.
  */
 export function ensureTemporalDevServer(
   log: (line: string) => void = () => {},
 ): Promise<{ address: string; uiUrl: string }> {
   ensured ??= (async () => {
     if (!(await temporalAnswers())) {
+      if (ADDRESS_OVERRIDDEN) {
+        throw new Error(
+          `no Temporal server answers at SIDEEFFECT_TEST_TEMPORAL_ADDRESS=${TEMPORAL_ADDRESS}; ` +
+            'start one there, or unset it to let ./temporal-dev.sh start the project dev server',
+        );
+      }
       log(`no Temporal server at ${TEMPORAL_ADDRESS}; starting one with ./temporal-dev.sh ...`);
       await runDevScript();
       if (!(await temporalAnswers(10_000))) {
