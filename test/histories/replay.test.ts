@@ -1,42 +1,100 @@
 /**
  * Every released history replays against today's workflow code. A change that
  * alters the commands an old history expects fails here instead of failing
- * workflow tasks of runs that were waiting across a deploy.
+ * workflow tasks of runs that were waiting across a deploy. Each release is
+ * replayed twice: on a plain bundle, and on one built with `compatibleWith:
+ * '0.1'` (a worker rolling back keeps what a run already took, so it must
+ * replay every later release's runs too).
  */
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { bundleWorkflowCode, Worker } from '@temporalio/worker';
-import { describe, expect, it } from 'vitest';
+import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../src/store/memory.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
 import { HISTORIES_DIR, releasedManifests } from './manifest.js';
+import { patchesIn } from './markers.js';
+import { effects, patchesReached } from './scenarios.js';
 
 const manifests = await releasedManifests();
+const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
+const workflowsPath = path.join(HISTORIES_DIR, 'workflows.ts');
+const bundles: Record<string, WorkflowBundleWithSourceMap> = {};
 
-describe('released workflow histories replay on the current code', () => {
-  it('has the 0.1.0 histories checked in', () => {
-    const released = manifests.find((manifest) => manifest.version === '0.1.0');
-    expect(released?.histories.map((entry) => entry.workflowType).sort()).toEqual(
-      expect.arrayContaining(['ReconcileWorkflow', 'guarded', 'guardedTwice']),
+/** A release's histories, parsed, in manifest order. */
+async function historiesOf(version: string): Promise<Array<{ file: string; history: unknown }>> {
+  const manifest = manifests.find((entry) => entry.version === version)!;
+  return Promise.all(
+    manifest.histories.map(async ({ file }) => ({
+      file,
+      history: JSON.parse(await readFile(path.join(manifest.dir, file), 'utf8')) as unknown,
+    })),
+  );
+}
+
+beforeAll(async () => {
+  bundles.plain = await bundleWorkflowCode({ workflowsPath, logger: quiet });
+  bundles["compatibleWith '0.1'"] = await bundleWorkflowCode({
+    workflowsPath,
+    logger: quiet,
+    plugins: [
+      new SideEffectPlugin({
+        store: new MemoryStore(),
+        effects,
+        ttlMs: 5_000,
+        compatibleWith: '0.1',
+      }),
+    ],
+  });
+}, 120_000);
+
+describe('released workflow histories', () => {
+  it('has the 0.1.0 and 0.2.0 histories checked in, every file listed in its manifest', async () => {
+    expect(manifests.map((manifest) => manifest.version)).toEqual(
+      expect.arrayContaining(['0.1.0', '0.2.0']),
     );
+    for (const manifest of manifests) {
+      expect(path.basename(manifest.dir)).toBe(manifest.version);
+      const files = (await readdir(manifest.dir)).filter((name) => name !== 'manifest.json');
+      expect(files.sort()).toEqual(manifest.histories.map((entry) => entry.file).sort());
+      expect(new Set(manifest.histories.map((entry) => entry.workflowType))).toEqual(
+        new Set([
+          'ReconcileWorkflow',
+          'guarded',
+          'guardedTwice',
+          ...(manifest.version === '0.1.0' ? [] : ['fanOut']),
+        ]),
+      );
+    }
+  });
+
+  it("0.1.0's runs took no patch; 0.2.0's took every patch its scenarios reach", async () => {
+    const taken = async (version: string) =>
+      new Set((await historiesOf(version)).flatMap(({ history }) => patchesIn(history)));
+    expect(await taken('0.1.0')).toEqual(new Set());
+    // Recorded without compatibleWith: the 0.2 branches, which later releases must keep replaying.
+    expect(await taken('0.2.0')).toEqual(new Set(patchesReached));
   });
 
   for (const manifest of manifests) {
-    it(`replays every ${manifest.version} history`, async () => {
-      const workflowBundle = await bundleWorkflowCode({
-        workflowsPath: path.join(HISTORIES_DIR, 'workflows.ts'),
-        logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
-      });
-      const failures: string[] = [];
-      for (const entry of manifest.histories) {
-        const history: unknown = JSON.parse(
-          await readFile(path.join(manifest.dir, entry.file), 'utf8'),
-        );
-        try {
-          await Worker.runReplayHistory({ workflowBundle }, history, entry.workflowId);
-        } catch (error) {
-          failures.push(`${entry.file}: ${error instanceof Error ? error.message : String(error)}`);
+    for (const bundle of ['plain', "compatibleWith '0.1'"]) {
+      it(`replays every ${manifest.version} history on the current code (${bundle} bundle)`, async () => {
+        const histories = await historiesOf(manifest.version);
+        const failures: string[] = [];
+        for (const [index, { file, history }] of histories.entries()) {
+          const { workflowId } = manifest.histories[index]!;
+          try {
+            await Worker.runReplayHistory(
+              { workflowBundle: bundles[bundle]! },
+              history,
+              workflowId,
+            );
+          } catch (error) {
+            failures.push(`${file}: ${error instanceof Error ? error.message : String(error)}`);
+          }
         }
-      }
-      expect(failures).toEqual([]);
-    }, 120_000);
+        expect(failures).toEqual([]);
+      }, 120_000);
+    }
   }
 });

@@ -24,8 +24,9 @@ import { MemoryStore } from '../../src/store/memory.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
 import { HISTORIES_DIR, releasedManifests } from '../histories/manifest.js';
+import { patchesIn } from '../histories/markers.js';
+import { effects, patchesReached, type Recorded, runScenarios } from '../histories/scenarios.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
-import { effects, type Recorded, runScenarios } from './scenarios.js';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
@@ -75,17 +76,20 @@ async function recordOn(tag: string, compatibleWith?: '0.1'): Promise<Recorded[]
   const worker = await workerOn({ taskQueue, compatibleWith });
   const running = worker.run();
   try {
-    return await runScenarios(client, taskQueue, tag);
+    return await runScenarios(client, taskQueue, `rollback-${tag}`);
   } finally {
     worker.shutdown();
     await running;
   }
 }
 
+/** A history to replay, named for the failures it may give. */
+type Replayable = Omit<Recorded, 'description'>;
+
 /** Each history's replay failure on `workflowBundle`, by scenario name (none when it replays). */
 async function replayFailures(
   workflowBundle: WorkflowBundleWithSourceMap,
-  histories: Recorded[],
+  histories: Replayable[],
 ): Promise<Record<string, string>> {
   const failures: Record<string, string> = {};
   // In order, one at a time: two snapshots of one run share its workflow id.
@@ -99,23 +103,6 @@ async function replayFailures(
   return failures;
 }
 
-interface MarkerEvent {
-  markerRecordedEventAttributes?: {
-    markerName?: string | null;
-    details?: Record<string, { payloads?: Array<{ data?: Uint8Array | null }> | null }> | null;
-  } | null;
-}
-
-/** The patch ids whose markers a fetched history records, in order. */
-function patchesIn(history: unknown): string[] {
-  return ((history as { events: MarkerEvent[] }).events ?? []).flatMap((event) => {
-    const marker = event.markerRecordedEventAttributes;
-    if (marker?.markerName !== 'core_patch') return [];
-    const data = marker.details?.['patch-data']?.payloads?.[0]?.data;
-    return data ? [(JSON.parse(Buffer.from(data).toString('utf8')) as { id: string }).id] : [];
-  });
-}
-
 async function waitUntil(check: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 60_000;
   while (!(await check().catch(() => false))) {
@@ -125,7 +112,7 @@ async function waitUntil(check: () => Promise<boolean>): Promise<void> {
 }
 
 /** The released 0.1.0 histories, as replay input. */
-async function released(): Promise<Recorded[]> {
+async function released(): Promise<Replayable[]> {
   const manifest = (await releasedManifests()).find((entry) => entry.version === '0.1.0')!;
   return Promise.all(
     manifest.histories.map(async (entry) => ({
@@ -188,18 +175,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
     const unheld = taken(unrestricted);
     for (const [name, ids] of Object.entries(unheld))
       expect(ids.length, `${name} takes a patch`).toBeGreaterThan(0);
-    expect(new Set(Object.values(unheld).flat())).toEqual(
-      new Set([
-        'sideeffect-effect-wait-cancellation',
-        'sideeffect-held-verdicts',
-        'sideeffect.namespaced-activities',
-        'sideeffect-recheck-backoff',
-        'sideeffect-reconciled-reads-store',
-        'sideeffect-reconcile-recheck-store',
-        'sideeffect-verdict-context',
-        'sideeffect-resolve-signal-fence',
-      ]),
-    );
+    expect(new Set(Object.values(unheld).flat())).toEqual(new Set(patchesReached));
   });
 
   it("0.1.0's workflow code replays every run made with the option, but the caller that refused a forged reconciled", async () => {
@@ -287,7 +263,7 @@ describe('compatibleWith set after runs took patches', () => {
       after.shutdown();
       await runningAfter;
     }
-    const histories: Recorded[] = [
+    const histories: Replayable[] = [
       { name: 'caller', workflowId: caller.workflowId, history: await caller.fetchHistory() },
       {
         name: 'reconcile',

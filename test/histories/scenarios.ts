@@ -1,12 +1,15 @@
 /**
- * The scenarios of test/histories/record.ts (applied, replayed, waiting, reconciled by signal,
- * Update and probe), a `recheck` signal before the Update, a fan-out, and a caller cancelled
- * while its effect applies, driven on the dev server
- * against one worker and kept in memory: the rollback test records them with and without
- * `compatibleWith` and replays them with 0.1.0's workflow code.
+ * The scenarios whose workflow histories a release records (applied, replayed, waiting,
+ * reconciled by signal, Update and probe, a `recheck` signal before the Update, a fan-out, a
+ * caller cancelled while its effect applies, refused verdicts, a forged `reconciled` signal),
+ * driven on a Temporal server against one worker running ./workflows.ts and kept in memory.
+ * ./record.ts writes them to test/histories/<version>/; the rollback test
+ * (test/rollback/previous-minor.test.ts) runs them with and without `compatibleWith` and replays
+ * them with 0.1.0's workflow code.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { defineEffect } from '../../src/activities/index.js';
+import type { WorkflowPatchId } from '../../src/protocol/patches.js';
 import { reconciledSignal } from '../../src/protocol/wire.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import {
@@ -77,8 +80,26 @@ export const effects = {
   }),
 };
 
+/**
+ * The workflow patches the scenarios reach when nothing holds them. Not reached: continue-as-new
+ * (only past 500 events), the resolve size limit (only for an input over 1 MiB) and the late
+ * search attributes (only while the namespace lacks them).
+ */
+export const patchesReached: readonly WorkflowPatchId[] = [
+  'sideeffect-effect-wait-cancellation',
+  'sideeffect-held-verdicts',
+  'sideeffect.namespaced-activities',
+  'sideeffect-recheck-backoff',
+  'sideeffect-reconciled-reads-store',
+  'sideeffect-reconcile-recheck-store',
+  'sideeffect-verdict-context',
+  'sideeffect-resolve-signal-fence',
+];
+
 export interface Recorded {
   name: string;
+  /** What the run went through, for the release's manifest. */
+  description: string;
   workflowId: string;
   /** The history as the client fetched it: a prefix for a run still open. */
   history: unknown;
@@ -97,8 +118,9 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined>): Pr
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Runs every scenario on `taskQueue` (whose worker runs test/histories/workflows.ts's frozen
- * callers) and returns their histories, named as test/histories/0.1.0/ names them.
+ * Runs every scenario on `taskQueue` (whose worker runs ./workflows.ts's frozen callers) and
+ * returns their histories, named as test/histories/0.1.0/ names them. `tag` starts every workflow
+ * id and account, so two runs on one server never meet.
  */
 export async function runScenarios(
   client: Client,
@@ -111,11 +133,12 @@ export async function runScenarios(
   const start = (workflow: string, args: unknown[]): Promise<WorkflowHandle> =>
     client.workflow.start(workflow, {
       taskQueue,
-      workflowId: `rollback-${tag}-${workflow}-${Date.now().toString(36)}-${++sequence}`,
+      workflowId: `${tag}-${workflow}-${Date.now().toString(36)}-${++sequence}`,
       args,
     });
-  const record = async (name: string, handle: WorkflowHandle) => {
-    recorded.push({ name, workflowId: handle.workflowId, history: await handle.fetchHistory() });
+  const record = async (name: string, description: string, handle: WorkflowHandle) => {
+    const history = await handle.fetchHistory();
+    recorded.push({ name, description, workflowId: handle.workflowId, history });
   };
   const reconcileIn = async (key: string, state: ReconcileStatus['state']) => {
     const handle = client.workflow.getHandle(reconcileWorkflowId(key));
@@ -129,7 +152,7 @@ export async function runScenarios(
 
   const applied = await start('guarded', ['order', { account: `${tag}-1`, amount: 5 }, activity]);
   await applied.result();
-  await record('caller-applied', applied);
+  await record('caller-applied', 'one guarded call that applies', applied);
 
   const replayed = await start('guardedTwice', [
     'order',
@@ -137,7 +160,7 @@ export async function runScenarios(
     { ...activity, step: 'pay' },
   ]);
   await replayed.result();
-  await record('caller-replayed', replayed);
+  await record('caller-replayed', 'the same step twice: applied, then replayed', replayed);
 
   const bySignal = await start('guarded', [
     'order',
@@ -147,8 +170,16 @@ export async function runScenarios(
   const signalled = await reconcileIn(keyOf(bySignal), 'waiting');
   await signalled.signal(resolveSignal, { applied: 'yes' } as never);
   await sleep(3_500);
-  await record('caller-waiting', bySignal);
-  await record('reconcile-waiting', signalled);
+  await record(
+    'caller-waiting',
+    'a caller waiting for a verdict, rechecking every second',
+    bySignal,
+  );
+  await record(
+    'reconcile-waiting',
+    'waiting for a person: a malformed signal refused, reminders every second',
+    signalled,
+  );
   await signalled.signal(resolveSignal, {
     applied: true,
     result: { receipt: 'r-3' },
@@ -156,9 +187,13 @@ export async function runScenarios(
     by: 'ops@example.com',
   });
   await bySignal.result();
-  await record('caller-reconciled-applied', bySignal);
+  await record(
+    'caller-reconciled-applied',
+    'a caller that waited; the verdict was applied, so the recorded result returns',
+    bySignal,
+  );
   await signalled.result();
-  await record('reconcile-resolved-signal', signalled);
+  await record('reconcile-resolved-signal', 'resolved by a resolve signal (applied)', signalled);
 
   const byUpdate = await start('guarded', [
     'probedOrder',
@@ -173,9 +208,17 @@ export async function runScenarios(
     args: [{ applied: false, reason: 'not in the bank export', by: 'ops@example.com' }],
   });
   await byUpdate.result();
-  await record('caller-reconciled-not-applied', byUpdate);
+  await record(
+    'caller-reconciled-not-applied',
+    'a caller that waited; the verdict was not applied, so the effect ran again',
+    byUpdate,
+  );
   await updated.result();
-  await record('reconcile-resolved-update', updated);
+  await record(
+    'reconcile-resolved-update',
+    'a blind probe, a recheck signal, then resolved by the resolve Update (not applied)',
+    updated,
+  );
 
   const byProbe = await start('guarded', [
     'probedOrder',
@@ -183,10 +226,10 @@ export async function runScenarios(
     { ...activity, step: 'pay' },
   ]);
   await byProbe.result();
-  await record('caller-reconciled-probe', byProbe);
+  await record('caller-reconciled-probe', 'a caller whose key the probe decided', byProbe);
   const probed = client.workflow.getHandle(reconcileWorkflowId(keyOf(byProbe)));
   await probed.result();
-  await record('reconcile-probed', probed);
+  await record('reconcile-probed', 'decided by the probe (applied)', probed);
 
   // Five orders, at most two at a time: which activities each workflow task schedules.
   const fannedOut = await start('fanOut', [
@@ -196,7 +239,11 @@ export async function runScenarios(
     activity,
   ]);
   await fannedOut.result();
-  await record('caller-fan-out', fannedOut);
+  await record(
+    'caller-fan-out',
+    'five guarded calls, at most two in flight (sideEffects)',
+    fannedOut,
+  );
 
   // Cancelled while the apply runs: the caller's cancellation type decides how it ends.
   const cancelled = await start('guarded', [
@@ -207,7 +254,7 @@ export async function runScenarios(
   await waitFor('the apply to start', async () => applying.has(keyOf(cancelled)) || undefined);
   await cancelled.cancel();
   await cancelled.result().catch(() => undefined);
-  await record('caller-cancelled', cancelled);
+  await record('caller-cancelled', 'a caller cancelled while its effect applies', cancelled);
 
   // What this release refuses, a held run refuses too, in a way 0.1.0 replays: a result the
   // effect's check refuses, a verdict for another attempt, and a `resolve` signal naming its
@@ -238,9 +285,17 @@ export async function runScenarios(
   const decided = (await refusals.result()) as { result: unknown };
   if (JSON.stringify(decided.result) !== JSON.stringify({ receipt: 'r-8' }))
     throw new Error(`the caller returned ${JSON.stringify(decided)}`);
-  await record('caller-refusals', refusals);
+  await record(
+    'caller-refusals',
+    'a caller whose reconcile refused verdicts before one decided',
+    refusals,
+  );
   await refusing.result();
-  await record('reconcile-refusals', refusing);
+  await record(
+    'reconcile-refusals',
+    'refused: applied without a result, another attempt; then a resolve signal naming its attempt',
+    refusing,
+  );
 
   // A `reconciled` signal sent by hand, while the store still says uncertain: the caller must not
   // return it. A held caller checks it against the store too (it does not name the caller's run,
@@ -269,7 +324,11 @@ export async function runScenarios(
   const returned = (await forged.result()) as { result: unknown };
   if (JSON.stringify(returned.result) !== JSON.stringify({ receipt: 'r-9' }))
     throw new Error(`the caller returned ${JSON.stringify(returned)}`);
-  await record('caller-forged', forged);
+  await record(
+    'caller-forged',
+    'a forged reconciled signal checked against the store; the verdict returns',
+    forged,
+  );
 
   return recorded;
 }
