@@ -8,17 +8,14 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MemoryStore } from '../../src/store/memory.js';
-import { SideEffectPlugin } from '../../src/worker/index.js';
-import { HISTORIES_DIR, releasedManifests } from './manifest.js';
+import { bundleCallers } from './bundle.js';
+import { releasedManifests } from './manifest.js';
 import { patchesIn } from './markers.js';
-import { effects, patchesReached } from './scenarios.js';
+import { patchesReached } from './scenarios.js';
 
 const manifests = await releasedManifests();
-const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
-const workflowsPath = path.join(HISTORIES_DIR, 'workflows.ts');
 const bundles: Record<string, WorkflowBundleWithSourceMap> = {};
 
 /** A release's histories, parsed, in manifest order. */
@@ -33,19 +30,8 @@ async function historiesOf(version: string): Promise<Array<{ file: string; histo
 }
 
 beforeAll(async () => {
-  bundles.plain = await bundleWorkflowCode({ workflowsPath, logger: quiet });
-  bundles["compatibleWith '0.1'"] = await bundleWorkflowCode({
-    workflowsPath,
-    logger: quiet,
-    plugins: [
-      new SideEffectPlugin({
-        store: new MemoryStore(),
-        effects,
-        ttlMs: 5_000,
-        compatibleWith: '0.1',
-      }),
-    ],
-  });
+  bundles.plain = await bundleCallers();
+  bundles["compatibleWith '0.1'"] = await bundleCallers('0.1');
 }, 120_000);
 
 describe('released workflow histories', () => {

@@ -23,6 +23,7 @@ import { heldPatches, workflowPatches } from '../../src/protocol/patches.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
+import { bundleCallers, quiet } from '../histories/bundle.js';
 import { HISTORIES_DIR, releasedManifests } from '../histories/manifest.js';
 import { patchesIn } from '../histories/markers.js';
 import { effects, patchesReached, type Recorded, runScenarios } from '../histories/scenarios.js';
@@ -33,7 +34,6 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 const here = path.dirname(fileURLToPath(import.meta.url));
 const CALLERS = path.join(HISTORIES_DIR, 'workflows.ts');
 const PREVIOUS_CALLERS = path.join(here, '0.1.0', 'workflows.ts');
-const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
 
 let connection: Connection;
 let native: NativeConnection;
@@ -195,20 +195,8 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
   }, 120_000);
 
   it('the current code replays both sets and the 0.1.0 histories, with the option and without', async () => {
-    const plain = await bundleWorkflowCode({ workflowsPath: CALLERS, logger: quiet });
-    const held = await bundleWorkflowCode({
-      workflowsPath: CALLERS,
-      logger: quiet,
-      // The plugin's bundler hook builds the setting in, as for a prebuilt bundle.
-      plugins: [
-        new SideEffectPlugin({
-          store: new MemoryStore(),
-          effects,
-          ttlMs: 5_000,
-          compatibleWith: '0.1',
-        }),
-      ],
-    });
+    const plain = await bundleCallers();
+    const held = await bundleCallers('0.1');
     expect(held.code).toContain('sideeffect-compatible-with:0.1');
     expect(plain.code).not.toContain('sideeffect-compatible-with:0.1');
     const everything = [...compatible, ...unrestricted, ...(await released())];
@@ -278,12 +266,8 @@ describe('compatibleWith set after runs took patches', () => {
     expect(callerPatches).not.toContain('sideeffect-reconciled-reads-store');
     expect(reconcilePatches).toContain('sideeffect.namespaced-activities');
     expect(reconcilePatches).not.toContain('sideeffect-verdict-context');
-    const plain = await bundleWorkflowCode({ workflowsPath: CALLERS, logger: quiet });
-    const held = await bundleWorkflowCode({
-      workflowsPath: CALLERS,
-      logger: quiet,
-      plugins: [new SideEffectPlugin({ store, effects, ttlMs: 5_000, compatibleWith: '0.1' })],
-    });
+    const plain = await bundleCallers();
+    const held = await bundleCallers('0.1');
     expect(await replayFailures(plain, histories)).toEqual({});
     expect(await replayFailures(held, histories)).toEqual({});
   }, 180_000);
@@ -360,21 +344,8 @@ describe('compatibleWith is checked', () => {
   });
 
   it('refuses a prebuilt bundle built with another setting, and runs one built with the same', async () => {
-    const bundleWith = (compatibleWith?: '0.1') =>
-      bundleWorkflowCode({
-        workflowsPath: CALLERS,
-        logger: quiet,
-        plugins: [
-          new SideEffectPlugin({
-            store: new MemoryStore(),
-            effects,
-            ttlMs: 5_000,
-            ...(compatibleWith ? { compatibleWith } : {}),
-          }),
-        ],
-      });
-    const held = await bundleWith('0.1');
-    const plain = await bundleWith();
+    const held = await bundleCallers('0.1');
+    const plain = await bundleCallers();
     const create = (workflowBundle: WorkflowBundleWithSourceMap, compatibleWith?: '0.1') =>
       workerOn({ taskQueue: uniqueTaskQueue('rollback-bundle'), workflowBundle, compatibleWith });
     await expect(create(plain, '0.1')).rejects.toThrow(
