@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { DataConverter } from '@temporalio/client';
-import { HELP, UsageError } from './usage.js';
+import { UsageError } from './usage.js';
 
 /**
  * Loads the app's data converter from a module (`--data-converter` or
@@ -9,24 +9,19 @@ import { HELP, UsageError } from './usage.js';
  * object the app gives its Client and Worker. Without it, the CLI cannot read what an
  * encryption codec wrote (`Unknown encoding: binary/encrypted`) and sends verdicts in plain text.
  */
-export async function loadDataConverter(
-  modulePath: string,
-  help: string = HELP.resolve!,
-): Promise<DataConverter> {
+export async function loadDataConverter(modulePath: string): Promise<DataConverter> {
   let loaded: { dataConverter?: unknown; default?: unknown };
   try {
     loaded = await import(pathToFileURL(path.resolve(modulePath)).href);
   } catch (error) {
     throw new UsageError(
       `cannot load the data converter module ${modulePath}: ${(error as Error).message}`,
-      help,
     );
   }
   const converter = loaded.dataConverter ?? loaded.default;
   if (!isDataConverter(converter))
     throw new UsageError(
       `${modulePath} exports no data converter: export const dataConverter = { payloadCodecs: [...] }`,
-      help,
     );
   return converter;
 }

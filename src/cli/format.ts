@@ -1,5 +1,5 @@
 import { decodeJson } from '../core/json.js';
-import type { HeldVerdict, KeyEvent, KeyRecord } from '../core/types.js';
+import type { HeldVerdict, KeyEvent, KeyRecord, Result } from '../core/types.js';
 import type { StoreStats } from '../store/postgres/index.js';
 
 /** Human output: aligned columns a person can scan; `--json` is for scripts. */
@@ -141,8 +141,29 @@ function seconds(value: number): string {
   return `${(value / 86_400).toFixed(1)}d`;
 }
 
-function iso(ms: number): string {
+/** Times print as ISO-8601, in text and JSON alike. */
+export function iso(ms: number): string {
   return new Date(ms).toISOString();
+}
+
+/** A key as JSON: its result decoded, or its bytes in base64 when they are not JSON. */
+export function jsonRecord(record: KeyRecord) {
+  const { result, updatedAt, ...fields } = record;
+  const rest = { ...fields, updatedAt: iso(updatedAt) };
+  return result ? { ...rest, ...jsonBytes(result, (value) => ({ result: value })) } : rest;
+}
+
+/** A held verdict's result as JSON, or its bytes in base64 when they are not JSON. */
+export function jsonResult(result: Result): unknown {
+  return jsonBytes(result, (value) => value);
+}
+
+function jsonBytes<T>(result: Result, json: (value: unknown) => T): T | { resultBytes: string } {
+  try {
+    return json(decodeJson(result));
+  } catch {
+    return { resultBytes: Buffer.from(result.payload).toString('base64') };
+  }
 }
 
 function table(head: string[], rows: string[][]): string {

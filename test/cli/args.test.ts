@@ -1,25 +1,38 @@
 import { describe, expect, it } from 'vitest';
-import { parseCommand, parseInvocation } from '../../src/cli/args.js';
+import { parseInvocation } from '../../src/cli/args.js';
 import { UsageError } from '../../src/cli/usage.js';
+
+/** What a command line parses to: help, version, or the command's name beside its checked params. */
+function parseCommand(argv: string[], user = 'cli') {
+  const parsed = parseInvocation(argv, user);
+  if (parsed.kind === 'help') return { name: 'help', topic: parsed.topic ?? 'main' };
+  if (parsed.kind === 'version') return { name: 'version' };
+  return { name: parsed.command.name, ...(parsed.params as object) };
+}
+
+/** The global options of a command line, and its command as {@link parseCommand} reads it. */
+function invocation(argv: string[]) {
+  const parsed = parseInvocation(argv);
+  if (parsed.kind !== 'command') throw new Error(`${argv.join(' ')} names no command`);
+  return { command: parseCommand(argv), options: parsed.options };
+}
 
 describe('sideeffect command line', () => {
   it('parses each command', () => {
-    expect(parseCommand(['migrate'])).toEqual({
+    expect(parseCommand(['migrate'])).toEqual({ name: 'migrate', mode: 'apply' });
+    expect(parseCommand(['migrate', '--print-grants', 'app', '--kind', 'runtime'])).toEqual({
       name: 'migrate',
-      json: false,
-      printSql: false,
-      status: false,
-      dryRun: false,
+      mode: 'print-grants',
+      role: 'app',
+      kind: 'runtime',
     });
     expect(parseCommand(['list', '--state', 'uncertain', '--limit', '5', '--json'])).toEqual({
       name: 'list',
-      json: true,
       state: 'uncertain',
       limit: 5,
     });
     expect(parseCommand(['show', 'wf-1/charge'])).toEqual({
       name: 'show',
-      json: false,
       key: 'wf-1/charge',
     });
     expect(
@@ -39,7 +52,7 @@ describe('sideeffect command line', () => {
       ),
     ).toEqual({
       name: 'resolve',
-      json: false,
+      form: 'key',
       key: 'k',
       applied: true,
       reason: 'seen in bank',
@@ -70,7 +83,6 @@ describe('sideeffect command line', () => {
     });
     expect(parseCommand(['purge', '--older-than', '30d'])).toEqual({
       name: 'purge',
-      json: false,
       olderThanMs: 30 * 86_400_000,
       force: false,
       yes: false,
@@ -82,7 +94,7 @@ describe('sideeffect command line', () => {
     });
   });
 
-  it('parses batch resolve and stats', () => {
+  it('parses resolve of many keys (--resource, --from-file) and stats', () => {
     expect(
       parseCommand(
         [
@@ -100,26 +112,26 @@ describe('sideeffect command line', () => {
         'cli:ann',
       ),
     ).toEqual({
-      name: 'resolve-batch',
-      json: false,
+      name: 'resolve',
+      form: 'by-resource',
       dryRun: true,
       by: 'cli:ann',
-      source: {
-        from: 'resource',
-        selection: { resource: 'card:7', olderThanMs: 600_000 },
-        applied: false,
-        reason: 'outage',
-      },
+      selection: { resource: 'card:7', olderThanMs: 600_000 },
+      applied: false,
+      reason: 'outage',
     });
     expect(parseCommand(['resolve', '--from-file', 'v.jsonl', '--by', 'ann', '--json'])).toEqual({
-      name: 'resolve-batch',
-      json: true,
+      name: 'resolve',
+      form: 'from-file',
       dryRun: false,
       by: 'ann',
-      source: { from: 'file', file: 'v.jsonl', anyAttempt: false },
+      file: 'v.jsonl',
+      anyAttempt: false,
     });
     expect(parseCommand(['resolve', '--from-file', 'v.jsonl', '--any-attempt'])).toMatchObject({
-      source: { from: 'file', file: 'v.jsonl', anyAttempt: true },
+      form: 'from-file',
+      file: 'v.jsonl',
+      anyAttempt: true,
     });
     expect(
       parseCommand([
@@ -136,14 +148,13 @@ describe('sideeffect command line', () => {
     ).toMatchObject({ name: 'resolve', key: 'k', dataConverter: 'dc.js' });
     expect(
       parseCommand(['resolve', '--from-file', 'v.jsonl', '--data-converter', 'dc.js']),
-    ).toMatchObject({ name: 'resolve-batch', dataConverter: 'dc.js' });
-    expect(parseCommand(['stats', '--json'])).toEqual({ name: 'stats', json: true });
+    ).toMatchObject({ name: 'resolve', form: 'from-file', dataConverter: 'dc.js' });
+    expect(parseCommand(['stats', '--json'])).toEqual({ name: 'stats' });
   });
 
   it('parses codec-server: the dev server UI allowed by default, origins normalized', () => {
     expect(parseCommand(['codec-server', '--data-converter', 'dc.js'])).toEqual({
       name: 'codec-server',
-      json: false,
       dataConverter: 'dc.js',
       host: '127.0.0.1',
       port: 8888,
@@ -164,7 +175,6 @@ describe('sideeffect command line', () => {
       ]),
     ).toEqual({
       name: 'codec-server',
-      json: false,
       host: '0.0.0.0',
       port: 0,
       corsOrigins: ['https://cloud.temporal.io', 'http://ui.example:8080'],
@@ -209,7 +219,7 @@ describe('sideeffect command line', () => {
 
   it('takes the global options on every command, as the temporal CLI names them', () => {
     expect(
-      parseInvocation([
+      invocation([
         'list',
         '--connection',
         'postgres://a@h/db',
@@ -225,7 +235,7 @@ describe('sideeffect command line', () => {
         'jsonl',
       ]),
     ).toEqual({
-      command: { name: 'list', json: true, limit: 50 },
+      command: { name: 'list', limit: 50 },
       options: {
         output: 'jsonl',
         connection: 'postgres://a@h/db',
@@ -235,11 +245,11 @@ describe('sideeffect command line', () => {
         profile: 'cloud',
       },
     });
-    expect(parseInvocation(['stats', '--json']).options).toEqual({ output: 'json' });
-    expect(parseInvocation(['stats', '--output=json']).options).toEqual({ output: 'json' });
-    expect(parseInvocation(['stats']).options).toEqual({ output: 'text' });
-    expect(parseCommand(['migrate', '--status'])).toMatchObject({ status: true, dryRun: false });
-    expect(parseCommand(['migrate', '--dry-run'])).toMatchObject({ status: false, dryRun: true });
+    expect(invocation(['stats', '--json']).options).toEqual({ output: 'json' });
+    expect(invocation(['stats', '--output=json']).options).toEqual({ output: 'json' });
+    expect(invocation(['stats']).options).toEqual({ output: 'text' });
+    expect(parseCommand(['migrate', '--status'])).toEqual({ name: 'migrate', mode: 'status' });
+    expect(parseCommand(['migrate', '--dry-run'])).toEqual({ name: 'migrate', mode: 'dry-run' });
   });
 
   it('answers --help everywhere, and help <command> with that command', () => {
@@ -259,20 +269,18 @@ describe('sideeffect command line', () => {
 
   it("takes temporal's short flags and global options anywhere, before the command too", () => {
     const expected = {
-      command: { name: 'list', json: true, limit: 50 },
+      command: { name: 'list', limit: 50 },
       options: { output: 'json', namespace: 'prod', schema: 'billing' },
     };
-    expect(parseInvocation(['-n', 'prod', '--schema=billing', 'list', '-o', 'json'])).toEqual(
+    expect(invocation(['-n', 'prod', '--schema=billing', 'list', '-o', 'json'])).toEqual(expected);
+    expect(invocation(['-o', 'json', 'list', '-n', 'prod', '--schema', 'billing'])).toEqual(
       expected,
     );
-    expect(parseInvocation(['-o', 'json', 'list', '-n', 'prod', '--schema', 'billing'])).toEqual(
-      expected,
-    );
-    expect(parseInvocation(['--namespace=prod', '-ojson', '--schema', 'billing', 'list'])).toEqual(
+    expect(invocation(['--namespace=prod', '-ojson', '--schema', 'billing', 'list'])).toEqual(
       expected,
     );
     expect(
-      parseInvocation([
+      invocation([
         '-n',
         'prod',
         'resolve',

@@ -3,7 +3,8 @@
  * --print-sql forms) and purge, with its refusals. Needs Postgres alone. Shared setup: fixture.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { environment, main } from '../../src/cli/main.js';
+import { environment } from '../../src/cli/environment.js';
+import { main } from '../../src/cli/main.js';
 import { encodeJson } from '../../src/core/index.js';
 import { migrate } from '../../src/store/postgres/index.js';
 import { databaseUrl, freshSchema } from '../support/postgres.js';

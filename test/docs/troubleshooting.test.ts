@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { resolveKey } from '../../src/cli/resolve.js';
+import { resolveKey } from '../../src/cli/commands/resolve/deliver.js';
 import { Runner } from '../../src/core/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { REPO_ROOT } from '../support/temporal.js';
@@ -33,7 +33,11 @@ describe('docs/troubleshooting.md covers the first mistakes', () => {
     ['no search attributes: the warning', 'src/worker/plugin.ts', 'lacks the search attribute(s)'],
     ['a heartbeat timeout below ttlMs/2', 'src/activities/effect-activity.ts', 'heartbeat'],
     ['a wrong password', undefined, 'password authentication failed'],
-    ['Temporal down while resolving', 'src/cli/resolve.ts', 'held in the store as pending verdict'],
+    [
+      'Temporal down while resolving',
+      'src/cli/commands/resolve/deliver.ts',
+      'held in the store as pending verdict',
+    ],
     ['the calling workflow never resumes', undefined, 'the calling workflow stays Running'],
     ['a codec server request without its token', 'src/cli/codec-server.ts', 'UNAUTHORIZED'],
   ];

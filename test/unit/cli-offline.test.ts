@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { environment, main } from '../../src/cli/main.js';
-import { HELP } from '../../src/cli/usage.js';
+import { COMMANDS, help } from '../../src/cli/commands/index.js';
+import { environment } from '../../src/cli/environment.js';
+import { main } from '../../src/cli/main.js';
 import { migrationScript } from '../../src/store/postgres/index.js';
 
 /** Commands that must answer without a database: nothing listens at this address. */
@@ -60,9 +61,9 @@ describe('sideeffect without a database', () => {
       ['resolve', '--help'],
       ['-n', 'prod', 'resolve', '-h'],
     ]) {
-      expect(await cli(argv), argv.join(' ')).toEqual({ code: 0, out: HELP.resolve, err: '' });
+      expect(await cli(argv), argv.join(' ')).toEqual({ code: 0, out: help('resolve'), err: '' });
     }
-    expect((await cli(['help'])).out).toBe(HELP.main);
+    expect((await cli(['help'])).out).toBe(help());
     const unknown = await cli(['help', 'reslove']);
     expect(unknown.code).toBe(2);
     expect(unknown.err).toMatch(/^sideeffect: unknown command "reslove"; did you mean resolve\?/);
@@ -74,7 +75,7 @@ describe('sideeffect without a database', () => {
     expect(typo.err.split('\n')[0]).toBe(
       'sideeffect: unknown option --fenec; did you mean --fence?',
     );
-    expect(typo.err).toContain(HELP.resolve);
+    expect(typo.err).toContain(help('resolve'));
     // Never Node's parseArgs text (its unbalanced quote, its advice to use "--").
     expect(typo.err).not.toMatch(/Unknown option '|To specify a positional argument/);
     const json = await cli(['-o', 'json', 'list', '--stat', 'done']);
@@ -84,11 +85,13 @@ describe('sideeffect without a database', () => {
   });
 
   it('usage lines show -o json, the short flag the temporal CLI uses, never [--json]', () => {
-    for (const [topic, text] of Object.entries(HELP)) {
-      expect(text, topic).not.toContain('[--json]');
-      if (topic !== 'main' && topic !== 'migrate') expect(text, topic).toMatch(/\[-o json\]/);
+    expect(help()).not.toContain('[--json]');
+    for (const { name } of COMMANDS) {
+      const text = help(name);
+      expect(text, name).not.toContain('[--json]');
+      if (name !== 'migrate') expect(text, name).toMatch(/\[-o json\]/);
     }
-    expect(HELP.main).toMatch(/-n\/--namespace/);
-    expect(HELP.main).toMatch(/sideeffect help <command>/);
+    expect(help()).toMatch(/-n, --namespace/);
+    expect(help()).toMatch(/sideeffect help <command>/);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { environment, main } from '../../src/cli/main.js';
+import { environment } from '../../src/cli/environment.js';
+import { main } from '../../src/cli/main.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { createWorker } from '../../src/worker/index.js';
 

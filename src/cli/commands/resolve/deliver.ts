@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { hostname, userInfo } from 'node:os';
 import type { Client } from '@temporalio/client';
 import {
   WorkflowNotFoundError,
@@ -7,11 +6,11 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
 } from '@temporalio/client';
 import { ApplicationFailure, NamespaceNotFoundError } from '@temporalio/common';
-import { InvalidActionError, NotUncertainError, StaleVerdictError } from '../core/errors.js';
-import { decodeJson, encodeJson } from '../core/json.js';
-import { holdsVerdicts, type Store, type VerdictHolding } from '../core/store.js';
-import type { HeldVerdict } from '../core/types.js';
-import { SideEffectFailureType } from '../protocol/failures.js';
+import { InvalidActionError, NotUncertainError, StaleVerdictError } from '../../../core/errors.js';
+import { decodeJson, encodeJson } from '../../../core/json.js';
+import { holdsVerdicts, type Store, type VerdictHolding } from '../../../core/store.js';
+import type { HeldVerdict } from '../../../core/types.js';
+import { SideEffectFailureType } from '../../../protocol/failures.js';
 import {
   CLI_UPDATE_ID_PREFIX,
   type ReconcileResolution,
@@ -19,7 +18,8 @@ import {
   recheckSignal,
   reconcileWorkflowId,
   resolveUpdate,
-} from '../protocol/wire.js';
+} from '../../../protocol/wire.js';
+import { cliIdentity } from '../../temporal.js';
 
 /** How an operator's verdict ended: whether it was the one recorded, and what stands now. */
 export interface ResolveReport {
@@ -45,30 +45,27 @@ export interface ResolveReport {
   notFound?: boolean;
 }
 
-/**
- * The Temporal identity of this CLI process, `sideeffect-cli:<OS user>@<host> (pid N)`, as the
- * `temporal` CLI writes its own: the audit trail then says which account on which machine sent a
- * verdict, beside the `--by` it typed. Still declared by this process, not proven (see
- * docs/operations.md, "Who decided").
- */
-export function cliIdentity(): string {
-  let user: string;
-  try {
-    user = userInfo().username;
-  } catch {
-    user = process.env.USER ?? process.env.LOGNAME ?? 'unknown-user';
-  }
-  return `sideeffect-cli:${user}@${hostname()} (pid ${process.pid})`;
-}
-
 /** How long the CLI keeps trying to prompt the ReconcileWorkflow (`recheck`) after holding a verdict. */
 const PROMPT_FOR_MS = 30_000;
 const PROMPT_EVERY_MS = 2_000;
 /** How long `resolveKey` waits for a worker to judge a verdict it held, unless told otherwise. */
 const DEFAULT_JUDGE_WAIT_MS = 10_000;
 
-/** How long `resolveKey` waits for the ReconcileWorkflow's answer unless told otherwise. */
-const DEFAULT_WAIT_MS = 30_000;
+/**
+ * How long `resolveKey` waits for the ReconcileWorkflow's answer unless told otherwise: long
+ * enough for a busy worker to take the Update, short enough that a person is not left hanging.
+ */
+export const DEFAULT_WAIT_MS = 30_000;
+
+/**
+ * The key's latest attempt, for `--any-attempt`: sent as the verdict's fence, so the verdict still
+ * judges exactly one attempt (the one printed) even if another becomes uncertain on the way.
+ * Undefined for a key the store does not know or never granted: the store then says so.
+ */
+export async function currentAttempt(store: Store, key: string): Promise<number | undefined> {
+  const record = await store.inspect(key);
+  return record && record.fence > 0 ? record.fence : undefined;
+}
 
 /**
  * Decides an uncertain key. Through its running ReconcileWorkflow when there

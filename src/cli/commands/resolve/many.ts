@@ -1,15 +1,16 @@
-import { readFile } from 'node:fs/promises';
-import { type Client, WorkflowUpdateFailedError } from '@temporalio/client';
-import { SideEffectError, StoreUnavailableError } from '../core/errors.js';
-import type { Store } from '../core/store.js';
-import { resolveInputError } from '../protocol/resolve-input.js';
-import type { ResolveInput } from '../protocol/wire.js';
-import { settleAll } from '../syncx/index.js';
-import { resolveKey } from './resolve.js';
-import { HELP, UsageError } from './usage.js';
+import { type Client, type DataConverter, WorkflowUpdateFailedError } from '@temporalio/client';
+import { SideEffectError, StoreUnavailableError } from '../../../core/errors.js';
+import type { Store } from '../../../core/store.js';
+import type { ResolveInput } from '../../../protocol/wire.js';
+import { settleAll } from '../../../syncx/index.js';
+import type { Context } from '../../command.js';
+import { connectTemporal, temporalClient, unreachable } from '../../temporal.js';
+import { EXIT } from '../../usage.js';
+import { resolveKey } from './deliver.js';
+import type { Common } from './options.js';
 
-/** One verdict of a batch: a line of `--from-file`, or one selected key of `--resource`. */
-export interface BatchVerdict {
+/** One verdict of many: a line of `--from-file`, or one selected key of `--resource`. */
+export interface Verdict {
   key: string;
   applied: boolean;
   /** What the effect returned; only with `applied: true`. */
@@ -23,27 +24,18 @@ export interface BatchVerdict {
   fence?: number;
 }
 
-/** Which keys `sideeffect resolve --resource` decides: uncertain keys on the resource, optionally by age. */
-export interface ResourceSelection {
-  resource: string;
-  /** Only keys uncertain for longer than this. */
-  olderThanMs?: number;
-  /** Only keys uncertain for less than this. */
-  newerThanMs?: number;
-}
-
-/** How each verdict of a batch ended, key by key. */
-export interface BatchReport {
+/** How each of many verdicts ended, key by key (`resolve --resource`, `resolve --from-file`). */
+export interface ManyReport {
   dryRun: boolean;
-  /** This batch recorded the verdict. With `dryRun`: the keys that are uncertain now and would be decided. */
+  /** This run recorded the verdict. With `dryRun`: the keys that are uncertain now and would be decided. */
   decided: string[];
   /** The attempt (fence) each verdict judged, by key: what `--any-attempt` decided, said out loud. */
   fences: Record<string, number>;
-  /** Someone decided first (a person in the UI, a probe, an earlier batch): their verdict stands. */
+  /** Someone decided first (a person in the UI, a probe, an earlier run): their verdict stands. */
   alreadyDecided: Array<{ key: string; message: string }>;
   /** Refused by the store or the workflow (not uncertain, unknown key, stale fence...). */
   refused: Array<{ key: string; code: string; message: string }>;
-  /** Could not be sent (store or Temporal unreachable); safe to run the batch again. */
+  /** Could not be sent (store or Temporal unreachable); safe to run the command again. */
   failed: Array<{ key: string; message: string }>;
   /**
    * Held in the store until a worker runs the effect's result check on it (no worker answered):
@@ -54,102 +46,6 @@ export interface BatchReport {
 
 /** Verdicts in flight at once: enough to finish hundreds of keys in seconds, few enough not to flood the worker. */
 const CONCURRENCY = 8;
-const FILE_FIELDS = new Set(['key', 'applied', 'result', 'reason', 'by', 'fence']);
-
-/**
- * Reads `--from-file`: one JSON verdict a line (blank lines skipped), e.g.
- * made from the downstream's export. Every line is checked before anything is
- * sent, so a typo on line 300 never leaves a batch half applied.
- */
-export async function readVerdictFile(
-  file: string,
-  defaultBy: string,
-  anyAttempt = false,
-): Promise<BatchVerdict[]> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (error) {
-    throw new UsageError(`cannot read ${file}: ${(error as Error).message}`, HELP.resolve!);
-  }
-  const verdicts: BatchVerdict[] = [];
-  const seen = new Set<string>();
-  for (const [index, raw] of text.split('\n').entries()) {
-    const line = raw.trim();
-    if (line === '') continue;
-    const where = `${file}:${index + 1}`;
-    const verdict = parseVerdictLine(line, defaultBy, (message) => {
-      throw new UsageError(`${where}: ${message}`, HELP.resolve!);
-    });
-    if (verdict.fence === undefined && !anyAttempt)
-      throw new UsageError(
-        `${where}: "fence" is required: the fence of the attempt you checked (\`sideeffect show ${verdict.key}\` prints it), e.g. {"key": ${JSON.stringify(verdict.key)}, ..., "fence": 3}; or run with --any-attempt to decide each key's current attempt`,
-        HELP.resolve!,
-      );
-    if (seen.has(verdict.key))
-      throw new UsageError(`${where}: key "${verdict.key}" appears twice`, HELP.resolve!);
-    seen.add(verdict.key);
-    verdicts.push(verdict);
-  }
-  if (verdicts.length === 0) throw new UsageError(`${file} holds no verdicts`, HELP.resolve!);
-  return verdicts;
-}
-
-function parseVerdictLine(
-  line: string,
-  defaultBy: string,
-  fail: (message: string) => never,
-): BatchVerdict {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(line);
-  } catch {
-    return fail('not valid JSON');
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
-    return fail('expected one JSON object {"key", "applied", "reason", ...}');
-  const fields = parsed as Record<string, unknown>;
-  const unknown = Object.keys(fields).filter((field) => !FILE_FIELDS.has(field));
-  if (unknown.length > 0) fail(`unknown field(s) ${unknown.join(', ')}`);
-  const { key, ...resolve } = fields;
-  const { applied, result, reason, by, fence } = resolve;
-  if (typeof key !== 'string' || key.length === 0) fail('"key" must be a non-empty string');
-  // The same judgement as the ReconcileWorkflow's and the store's: no verdict passes here and is refused later.
-  const invalid = resolveInputError(resolve);
-  if (invalid) fail(invalid);
-  if (result !== undefined && !applied) fail('"result" only goes with "applied": true');
-  const verdict: BatchVerdict = {
-    key: key as string,
-    applied: applied as boolean,
-    reason: (reason as string).trim(),
-    by: (by as string | undefined) ?? defaultBy,
-  };
-  if (applied) verdict.result = result ?? null;
-  if (fence !== undefined) verdict.fence = fence as number;
-  return verdict;
-}
-
-/**
- * The uncertain keys on `resource` whose age (by the database clock, since
- * they became uncertain) fits the selection, oldest first, each with the fence of its uncertain
- * attempt.
- */
-export async function selectUncertain(
-  store: Store,
-  selection: ResourceSelection,
-  databaseNow: () => Promise<number>,
-): Promise<Array<{ key: string; fence: number }>> {
-  const [records, now] = await Promise.all([
-    store.list({ state: 'uncertain', oldest: true }),
-    databaseNow(),
-  ]);
-  const { resource, olderThanMs, newerThanMs } = selection;
-  return records
-    .filter((record) => record.resource === resource)
-    .filter((record) => olderThanMs === undefined || now - record.updatedAt > olderThanMs)
-    .filter((record) => newerThanMs === undefined || now - record.updatedAt < newerThanMs)
-    .map((record) => ({ key: record.key, fence: record.fence }));
-}
 
 /**
  * Sends every verdict, each through the key's ReconcileWorkflow when one runs
@@ -157,16 +53,16 @@ export async function selectUncertain(
  * at a time. First resolution wins per key: a verdict someone else beat is
  * reported, never forced. With `dryRun`, only reads which keys are uncertain.
  */
-export async function resolveBatch(options: {
+export async function resolveMany(options: {
   store: Store;
   client: Client | undefined;
-  verdicts: BatchVerdict[];
+  verdicts: Verdict[];
   dryRun: boolean;
   /** Decide in the store at once, unchecked: for keys no Temporal worker serves. */
   storeOnly?: boolean;
-}): Promise<BatchReport> {
+}): Promise<ManyReport> {
   const { store, client, verdicts, dryRun, storeOnly } = options;
-  const report: BatchReport = {
+  const report: ManyReport = {
     dryRun,
     decided: [],
     fences: {},
@@ -182,7 +78,7 @@ export async function resolveBatch(options: {
       if (dryRun) return dryRunOne(store, verdict.key);
       const { key, fence, ...input } = verdict;
       const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
-      // Every held verdict is reported pending at once: a batch does not wait on each judgement.
+      // Every held verdict is reported pending at once: many verdicts do not wait on each judgement.
       const outcome = await resolveKey({
         store,
         client,
@@ -251,8 +147,8 @@ function refusalMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** The summary an operator reads after a batch: counts first, then every key that needs a look. */
-export function printBatch(report: BatchReport, selected: string): string {
+/** The summary an operator reads after many verdicts: counts first, then every key that needs a look. */
+function printMany(report: ManyReport, selected: string): string {
   const { decided, alreadyDecided, refused, failed, pending } = report;
   const lines = [
     report.dryRun
@@ -279,4 +175,35 @@ export function printBatch(report: BatchReport, selected: string): string {
       ...pending.map((e) => `  ${e.key}: ${e.message}`),
     );
   return lines.join('\n');
+}
+
+/**
+ * The end both forms share: sends `verdicts` (through Temporal unless `--dry-run` or
+ * `--store-only`), prints the summary and picks the exit code: 3 when some verdict could not be
+ * sent or is held pending (run it again), 1 when some key was decided before or refused.
+ */
+export async function sendMany(
+  verdicts: Verdict[],
+  selected: string,
+  params: Common & { dryRun: boolean },
+  ctx: Context,
+  dataConverter: DataConverter | undefined,
+): Promise<number> {
+  const { dryRun } = params;
+  const storeOnly = params.storeOnly === true;
+  const temporal = dryRun || storeOnly ? undefined : ctx.temporal();
+  const connection = temporal && (await connectTemporal(temporal));
+  try {
+    const client = connection && temporalClient(connection, temporal!.namespace, dataConverter);
+    if (temporal && !client) ctx.err(unreachable(temporal));
+    const { store } = ctx.database();
+    const report = await resolveMany({ store, client, verdicts, dryRun, storeOnly });
+    ctx.print(printMany(report, selected), report);
+    if (report.failed.length > 0 || report.pending.length > 0 || (temporal && !client))
+      return EXIT.unavailable;
+    if (report.alreadyDecided.length > 0 || report.refused.length > 0) return EXIT.refused;
+    return EXIT.ok;
+  } finally {
+    await connection?.close();
+  }
 }
