@@ -81,13 +81,14 @@ export interface Database {
   store: PgStore;
 }
 
-/** What a command's `run` works with: the output, the environment, the store and Temporal. */
+/**
+ * What a command's `run` works with: its output (`print` to masked stdout), the environment,
+ * the store and Temporal.
+ */
 export interface Context {
-  output: Output;
   options: GlobalOptions;
   env: CliEnvironment;
-  /** stdout and stderr, every line masked (a pg error may echo a connection string). */
-  out(line: string): void;
+  /** stderr, every line masked (a pg error may echo a connection string). */
   err(line: string): void;
   /** stdout unmasked: for SQL this CLI generated, which holds no secret and must print as written. */
   verbatim(line: string): void;

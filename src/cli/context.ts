@@ -57,10 +57,8 @@ export function session(init: {
     }
   };
   const ctx: Context = {
-    output: options.output,
     options,
     env,
-    out: io.out,
     err: io.err,
     verbatim: init.verbatim,
     print: printer(options.output, io.out),

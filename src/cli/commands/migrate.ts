@@ -81,7 +81,7 @@ Idempotent; several workers may run it at once.`,
     }
     if (params.mode === 'print-sql') {
       const sql = migrationScript({ schema });
-      printer(ctx.output, ctx.verbatim)(sql, { schema, sql });
+      printer(ctx.options.output, ctx.verbatim)(sql, { schema, sql });
       return EXIT.ok;
     }
     if (params.mode !== 'apply') return status(ctx, params.mode === 'dry-run');

@@ -120,7 +120,7 @@ export async function runKey(
       ...(storeOnly ? { storeOnly: true } : {}),
     });
     // The JSON on stdout says it too; a person piping it should still see this.
-    if ((outcome.timedOut || outcome.pending) && ctx.output !== 'text')
+    if ((outcome.timedOut || outcome.pending) && ctx.options.output !== 'text')
       ctx.err(`sideeffect: ${outcome.message}`);
     ctx.print(outcome.message, outcome);
     // Held, not decided: the waiting workflow was not told (a wrong --namespace lands here too).

@@ -25,7 +25,7 @@ export interface Verdict {
 }
 
 /** How each of many verdicts ended, key by key (`resolve --resource`, `resolve --from-file`). */
-export interface ManyReport {
+interface ManyReport {
   dryRun: boolean;
   /** This run recorded the verdict. With `dryRun`: the keys that are uncertain now and would be decided. */
   decided: string[];
@@ -53,7 +53,7 @@ const CONCURRENCY = 8;
  * at a time. First resolution wins per key: a verdict someone else beat is
  * reported, never forced. With `dryRun`, only reads which keys are uncertain.
  */
-export async function resolveMany(options: {
+async function resolveMany(options: {
   store: Store;
   client: Client | undefined;
   verdicts: Verdict[];
