@@ -69,9 +69,9 @@ export interface Args<O extends Options> {
   user: string;
   /** Refuses the command line, with the command's usage under the message (exit 2). */
   fail(message: string): never;
-  /** The single positional argument; `what` names it when there is not exactly one. */
-  one(what: string): string;
-  /** Refuses any positional argument. */
+  /** The command's {@link CommandDefinition.argument}: refused unless given exactly once. */
+  one(): string;
+  /** Refuses any positional argument (a form of the command that takes none). */
   none(): void;
 }
 
@@ -117,6 +117,11 @@ export interface CommandDefinition<O extends Options, P> {
   usage: readonly string[];
   /** What the command does, printed under the usage lines. */
   about: string;
+  /**
+   * The positional argument it takes (`show <key>`), read by `args.one()`. Without one, any
+   * positional argument is refused before the options are checked.
+   */
+  argument?: Argument;
   options: O;
   /** Printed after the options: exit codes and what happens next. */
   notes?: string;
@@ -126,12 +131,19 @@ export interface CommandDefinition<O extends Options, P> {
   run(params: P, ctx: Context): Promise<number>;
 }
 
+/** A positional argument: its name in usage lines (`key` for `<key>`) and what `help` says of it. */
+export interface Argument {
+  name: string;
+  description: string;
+}
+
 /** A command as the registry holds it: its params' type hidden behind {@link Command.prepare}. */
 export interface Command {
   readonly name: string;
   readonly summary: string;
   readonly usage: readonly string[];
   readonly about: string;
+  readonly argument?: Argument;
   readonly options: Options;
   readonly notes?: string;
   readonly database?: false;
@@ -161,17 +173,25 @@ export function defineCommand<const O extends Options, P>(
   return {
     ...described,
     prepare(line) {
-      const params = parse(commandArgs(definition.options, line));
+      const params = parse(commandArgs(definition, line));
       return { params, run: (ctx) => run(params, ctx) };
     },
   };
 }
 
 /** The command's arguments with every given option checked by its `parse`, in declaration order. */
-function commandArgs<O extends Options>(options: O, line: CommandLine): Args<O> {
+function commandArgs<O extends Options>(
+  { options, argument }: { options: O; argument?: Argument },
+  line: CommandLine,
+): Args<O> {
+  const { positionals } = line;
   const fail = (message: string): never => {
     throw new UsageError(message, line.help);
   };
+  const none = () => {
+    if (positionals.length > 0) fail(`unexpected argument "${positionals[0]}"`);
+  };
+  if (!argument) none();
   const values: Record<string, unknown> = {};
   for (const [name, spec] of Object.entries(options)) {
     const given = line.values[name];
@@ -184,18 +204,16 @@ function commandArgs<O extends Options>(options: O, line: CommandLine): Args<O> 
         ? read(given)
         : given;
   }
-  const { positionals } = line;
   return {
     values: values as Values<O>,
     positionals,
     user: line.user,
     fail,
-    one(what) {
-      if (positionals.length !== 1 || !positionals[0]) fail(`expected exactly one ${what}`);
+    one() {
+      if (positionals.length !== 1 || !positionals[0])
+        fail(`expected exactly one ${argument?.name ?? 'argument'}`);
       return positionals[0]!;
     },
-    none() {
-      if (positionals.length > 0) fail(`unexpected argument "${positionals[0]}"`);
-    },
+    none,
   };
 }

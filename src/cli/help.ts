@@ -24,6 +24,9 @@ export function commandHelp(command: Command): string {
     '',
     wrapLines(command.about),
     '',
+    ...(command.argument
+      ? ['Arguments:', column(`  <${command.argument.name}>`, command.argument.description), '']
+      : []),
     'Options:',
     ...(Object.keys(command.options).length > 0 ? [optionList(command.options)] : []),
     '  and the options every command takes (sideeffect help)',
@@ -65,14 +68,16 @@ export function optionLabel(name: string, spec: OptionSpec): string {
 
 function optionList(options: Options): string {
   return Object.entries(options)
-    .map(([name, spec]) => {
-      const label = `  ${optionLabel(name, spec)}`;
-      const indent = ' '.repeat(COLUMN);
-      return label.length < COLUMN - 1
-        ? wrap(label.padEnd(COLUMN) + spec.description, indent)
-        : `${label}\n${wrap(indent + spec.description, indent)}`;
-    })
+    .map(([name, spec]) => column(`  ${optionLabel(name, spec)}`, spec.description))
     .join('\n');
+}
+
+/** A label and its description from {@link COLUMN} on, under the label when it is too long. */
+function column(label: string, description: string): string {
+  const indent = ' '.repeat(COLUMN);
+  return label.length < COLUMN - 1
+    ? wrap(label.padEnd(COLUMN) + description, indent)
+    : `${label}\n${wrap(indent + description, indent)}`;
 }
 
 /** Each line of `text` wrapped on its own, continued under its own indentation. */

@@ -43,6 +43,10 @@ describe('the CLI command registry', () => {
       expect(command.usage.length, command.name).toBeGreaterThan(0);
       for (const line of command.usage)
         expect(line, command.name).toMatch(new RegExp(`^sideeffect ${command.name}\\b`));
+      if (command.argument) {
+        expect(command.usage.join('\n'), command.name).toContain(`<${command.argument.name}>`);
+        expect(command.argument.description.trim(), command.name).not.toBe('');
+      }
       for (const [name, spec] of Object.entries(command.options)) {
         expect(name, command.name).toMatch(/^[a-z][a-z-]*$/);
         expect(spec.description.trim(), `${command.name} --${name}`).not.toBe('');
@@ -75,6 +79,7 @@ describe('the CLI command registry', () => {
       expect(shown.out, command.name).toBe(help(command.name));
       for (const [name, spec] of Object.entries(command.options))
         expect(shown.out, `${command.name} --${name}`).toContain(optionLabel(name, spec));
+      if (command.argument) expect(shown.out, command.name).toContain(command.argument.description);
     }
     const main = await cli(['help']);
     for (const command of COMMANDS)

@@ -110,7 +110,6 @@ NAMESPACE_NOT_SERVED, 413 TOO_LARGE, 503 BUSY, 400 INVALID_JSON, INVALID_REQUEST
 INVALID_PAYLOAD or CODEC_FAILED.`,
   database: false,
   parse(args): Serve {
-    args.none();
     const { values } = args;
     const host = values.host ?? '127.0.0.1';
     const tokenFile = values['token-file'];

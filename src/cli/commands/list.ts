@@ -36,7 +36,6 @@ export const list = defineCommand({
     },
   },
   parse(args) {
-    args.none();
     const { state, limit = DEFAULT_LIMIT } = args.values;
     return state ? { state, limit } : { limit };
   },

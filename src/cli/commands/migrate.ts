@@ -59,7 +59,6 @@ Idempotent; several workers may run it at once.`,
     },
   },
   parse(args): Migrate {
-    args.none();
     const { values } = args;
     const modes = MODES.filter((mode) => values[mode] !== undefined);
     if (modes.length > 1) args.fail(`give one of --${modes.join(', --')}, not several`);

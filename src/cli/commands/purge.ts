@@ -30,7 +30,6 @@ caller that retries it later runs its effect again.`,
     },
   },
   parse(args) {
-    args.none();
     const olderThanMs = args.values['older-than'] ?? args.fail(durationProblem('older-than'));
     return { olderThanMs, force: args.values.force === true, yes: args.values.yes === true };
   },

@@ -9,8 +9,9 @@ export const show = defineCommand({
   usage: ['sideeffect show <key> [-o json]'],
   about:
     "Shows a key's state, fence, result, reason and every transition with who made it and why; for an uncertain key, the resolve commands that decide it, and the verdicts held for a worker's check.",
+  argument: { name: 'key', description: 'the idempotency key, as the effect declared it' },
   options: {},
-  parse: (args) => ({ key: args.one('key') }),
+  parse: (args) => ({ key: args.one() }),
   async run({ key }, ctx) {
     const { store } = ctx.database();
     const record = await store.inspect(key);

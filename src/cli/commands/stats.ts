@@ -12,10 +12,7 @@ export const stats = defineCommand({
 and for resolved ones who decided (probe:<effect>, cli:<user>, a person), which verdict and
 how long it took from uncertain to verdict.`,
   options: {},
-  parse(args) {
-    args.none();
-    return {};
-  },
+  parse: () => ({}),
   async run(_, ctx) {
     const found = await storeStats(ctx.database().pool, { schema: ctx.schema });
     ctx.print(printStats(found), found);

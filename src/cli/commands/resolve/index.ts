@@ -25,6 +25,10 @@ otherwise it is held in the store for a worker's check. The first resolution win
 resolved the key first, you are told so (exit 1).
 With --resource or --from-file it decides many keys after an outage, each through its
 ReconcileWorkflow when one runs.`,
+  argument: {
+    name: 'key',
+    description: 'the uncertain key to decide (not with --resource or --from-file)',
+  },
   options: RESOLVE_OPTIONS,
   notes: `Many keys: prints decided / already decided / refused / failed. Exit 0 when every verdict was
 recorded, 1 when some key was already decided or refused, 3 when some could not be sent (run it

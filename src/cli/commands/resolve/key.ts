@@ -31,7 +31,7 @@ export function parseKey(args: ResolveArgs): OneKey {
   const { values } = args;
   for (const option of MANY_ONLY)
     if (values[option] !== undefined) args.fail(`--${option} goes with --resource or --from-file`);
-  const key = args.one('key');
+  const key = args.one();
   const isApplied = applied(args);
   const why = reason(args);
   if (values.result !== undefined && !isApplied) args.fail('--result only goes with --applied');
