@@ -160,6 +160,7 @@ export interface CommandLine {
   help: string;
 }
 
+/** A checked command line: the params the command's `parse` returned, and its run on them. */
 export interface Prepared {
   params: unknown;
   run(ctx: Context): Promise<number>;
