@@ -4,30 +4,87 @@
  * runs it executes then emit exactly the commands that version emits, and a rollback to it
  * replays them. Workflow-safe (no imports): read by the workflows and by the worker side.
  *
- * A new patch is one line here, with the minor version it ships in; `patched()` is called only
- * through `takePatch()` (src/workflows/patch.ts).
+ * A new patch is one entry here, with the minor version it ships in; `patched()` is called only
+ * through `takePatch(name)` (src/workflows/patch.ts).
  */
 
 /** A minor version, `<major>.<minor>`. */
 type Minor = `${number}.${number}`;
 
-/** Every patch id the library's workflows ask for, with the minor version that introduced it. */
+/**
+ * Every patch of the library's workflows, by the name the code asks for it with: its id, the one
+ * place it is written (recorded in the histories of runs that took it, so never changed, nor
+ * reused), and the minor version that introduced it. The first id has a `.` after the prefix,
+ * every later one a `-`: new ids take `sideeffect-<what>`, and the name is the id without its
+ * prefix, in camelCase.
+ */
 export const workflowPatches = {
-  'sideeffect.namespaced-activities': '0.2',
-  'sideeffect-reconcile-continue-as-new': '0.2',
-  'sideeffect-resolve-size-limit': '0.2',
-  'sideeffect-recheck-backoff': '0.2',
-  'sideeffect-reconciled-reads-store': '0.2',
-  'sideeffect-reconcile-recheck-store': '0.2',
-  'sideeffect-verdict-context': '0.2',
-  'sideeffect-effect-wait-cancellation': '0.2',
-  'sideeffect-reconcile-late-search-attributes': '0.2',
-  'sideeffect-resolve-signal-fence': '0.2',
-  'sideeffect-held-verdicts': '0.2',
-} as const satisfies Record<string, Minor>;
+  /**
+   * Runs that schedule the library's activities under their `sideeffect.*` names; a run that
+   * started without it keeps the 0.1.0 names on replay.
+   */
+  namespacedActivities: { id: 'sideeffect.namespaced-activities', since: '0.2' },
+  /** ReconcileWorkflow runs that may continue as new; histories recorded before it never do, so they replay unchanged. */
+  reconcileContinueAsNew: { id: 'sideeffect-reconcile-continue-as-new', since: '0.2' },
+  /** ReconcileWorkflow runs that refuse an oversized `resolve` signal in the workflow instead of sending it to the store. */
+  resolveSizeLimit: { id: 'sideeffect-resolve-size-limit', since: '0.2' },
+  /** Callers that recheck with backoff and without re-subscribing; histories recorded before it replay the old loop. */
+  recheckBackoff: { id: 'sideeffect-recheck-backoff', since: '0.2' },
+  /**
+   * Callers that treat a `reconciled` signal as a prompt to read the key from the store (an
+   * activity) instead of returning its payload, so a forged signal cannot complete a call the
+   * store still holds uncertain. Histories recorded before it return the signalled verdict on
+   * replay.
+   */
+  reconciledReadsStore: { id: 'sideeffect-reconciled-reads-store', since: '0.2' },
+  /**
+   * ReconcileWorkflow runs that read their key from the store on every reminder and on a
+   * `recheck` signal, and end once it is resolved there: a verdict recorded by any path (the
+   * CLI's store-only fallback, a direct `resolveUncertain`) no longer leaves them waiting forever.
+   * Histories recorded before it replay their reminders as plain log lines.
+   */
+  reconcileRecheckStore: { id: 'sideeffect-reconcile-recheck-store', since: '0.2' },
+  /**
+   * ReconcileWorkflow runs that tell the store activity, with each verdict, the effect (whose
+   * declared `result` check the worker runs before the store is touched) and the signal or Update
+   * that delivered it (whose sender's Temporal identity is recorded beside `by`). Activity
+   * arguments are no command, so every run now passes them, held by `compatibleWith` or not; the
+   * patch is still asked where runs that took it recorded its marker.
+   */
+  verdictContext: { id: 'sideeffect-verdict-context', since: '0.2' },
+  /**
+   * Callers whose effect activities wait for a cancelled apply to stop: the workflow then learns
+   * how the apply really ended (done, or uncertain) instead of moving on while it still runs.
+   * Histories recorded before it (TRY_CANCEL) replay unchanged.
+   */
+  effectWaitCancellation: { id: 'sideeffect-effect-wait-cancellation', since: '0.2' },
+  /**
+   * ReconcileWorkflow runs that, lacking some of the search attributes (started memo-only,
+   * before they were registered), ask the worker which are registered by now at each reminder,
+   * `recheck` signal and continue-as-new, and upsert those: a batch over the waiting query then
+   * finds reconciles opened before registration. Histories recorded before it never ask.
+   */
+  reconcileLateSearchAttributes: { id: 'sideeffect-reconcile-late-search-attributes', since: '0.2' },
+  /**
+   * ReconcileWorkflow runs that take a `resolve` signal naming the attempt it judges (`fence`).
+   * 0.1.0 refused the field as unknown, recording nothing, so a run held to its commands refuses
+   * it the same way (a rollback then replays it), and so does the replay of a 0.1.0 history that
+   * received one. The Update takes `fence` in every run: a rejected Update leaves no event, and
+   * an accepted one is replayed without its validator.
+   */
+  resolveSignalFence: { id: 'sideeffect-resolve-signal-fence', since: '0.2' },
+  /**
+   * ReconcileWorkflow runs that read the store naming their effect, so the verdicts held there
+   * for a worker's check (recorded by the CLI when no worker answered in time) are judged with
+   * that effect's result check, and list the held verdicts refused among their refused verdicts.
+   * Histories recorded before it read the store with the key alone (the worker then judges with
+   * the effect in the run's memo, if any).
+   */
+  heldVerdicts: { id: 'sideeffect-held-verdicts', since: '0.2' },
+} as const satisfies Record<string, { id: string; since: Minor }>;
 
-/** The id of one of the library's workflow patches. */
-export type WorkflowPatchId = keyof typeof workflowPatches;
+/** The name of one of the library's workflow patches (its id is {@link workflowPatches}`[name].id`). */
+export type WorkflowPatch = keyof typeof workflowPatches;
 
 /**
  * The earlier minor versions whose workers can replay what a worker set `compatibleWith` to one
@@ -45,15 +102,20 @@ export function isCompatibleWith(value: unknown): value is CompatibleWith {
 }
 
 /** Whether a worker compatible with `version` holds the patch: it came in a later minor. */
-export function heldFor(version: string, id: WorkflowPatchId): boolean {
+export function heldFor(version: string, patch: WorkflowPatch): boolean {
   const [major = 0, minor = 0] = version.split('.').map(Number);
-  const [since, sinceMinor = 0] = workflowPatches[id].split('.').map(Number) as [number, number];
+  const [since, sinceMinor = 0] = workflowPatches[patch].since.split('.').map(Number) as [
+    number,
+    number,
+  ];
   return since > major || (since === major && sinceMinor > minor);
 }
 
 /** The patches a worker compatible with `version` holds. */
-export function heldPatches(version: CompatibleWith): WorkflowPatchId[] {
-  return (Object.keys(workflowPatches) as WorkflowPatchId[]).filter((id) => heldFor(version, id));
+export function heldPatches(version: CompatibleWith): WorkflowPatch[] {
+  return (Object.keys(workflowPatches) as WorkflowPatch[]).filter((patch) =>
+    heldFor(version, patch),
+  );
 }
 
 /**

@@ -292,12 +292,6 @@ export const probeActivityName = (effect: string): string => `sideeffect.probe.$
 export const legacyProbeActivityName = (effect: string): string => `probe:${effect}`;
 
 /**
- * Patch id that moved the workflows from the 0.1.0 activity types to the
- * prefixed ones: a run that started without it keeps the old types on replay.
- */
-export const namespacedActivitiesPatch = 'sideeffect.namespaced-activities';
-
-/**
  * The search attributes a ReconcileWorkflow keeps (all Keyword; register them
  * on the namespace, e.g. `temporal operator search-attribute create --name SideEffectState --type Keyword`).
  * Find open reconciliations with `SideEffectState="waiting"`.

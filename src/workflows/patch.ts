@@ -1,5 +1,10 @@
 import { patched, workflowInfo } from '@temporalio/workflow';
-import { COMPATIBLE_WITH_MARK, heldFor, type WorkflowPatchId } from '../protocol/patches.js';
+import {
+  COMPATIBLE_WITH_MARK,
+  heldFor,
+  type WorkflowPatch,
+  workflowPatches,
+} from '../protocol/patches.js';
 
 /** Replaced by the bundler with the worker's `compatibleWith` setting; undeclared without one. */
 declare const __SIDEEFFECT_COMPATIBLE_WITH__: string | undefined;
@@ -18,15 +23,15 @@ const compatibleWith: string | undefined = (() => {
  * what a person is offered (the UI's verdict template, which is no command) matches what the run
  * will accept.
  */
-export function holds(id: WorkflowPatchId): boolean {
-  return compatibleWith !== undefined && heldFor(compatibleWith, id) && !taken.has(id);
+export function holds(patch: WorkflowPatch): boolean {
+  return compatibleWith !== undefined && heldFor(compatibleWith, patch) && !taken.has(patch);
 }
 
 /** Patches this run has taken: asked again, they stay taken whatever the worker's setting. */
-const taken = new Set<WorkflowPatchId>();
+const taken = new Set<WorkflowPatch>();
 
 /**
- * `patched(id)`, except that a worker set to stay compatible with an earlier minor version
+ * `patched()` with the patch's registered id, except that a worker set to stay compatible with an earlier minor version
  * (`compatibleWith`) does not take a patch that version does not know: the run keeps the old
  * branch and records no marker, so a worker of that version can replay it after a rollback.
  *
@@ -38,10 +43,11 @@ const taken = new Set<WorkflowPatchId>();
  * `evenIfHeld` takes it live whatever the setting: only for a protection 0.1.0's commands cannot
  * express at all, where keeping it costs that one run its replay by the older version.
  */
-export function takePatch(id: WorkflowPatchId, options: { evenIfHeld?: boolean } = {}): boolean {
-  const held = !options.evenIfHeld && compatibleWith !== undefined && heldFor(compatibleWith, id);
-  if (held && !taken.has(id) && !workflowInfo().unsafe.isReplaying) return false;
-  const on = patched(id);
-  if (on) taken.add(id);
+export function takePatch(patch: WorkflowPatch, options: { evenIfHeld?: boolean } = {}): boolean {
+  const held =
+    !options.evenIfHeld && compatibleWith !== undefined && heldFor(compatibleWith, patch);
+  if (held && !taken.has(patch) && !workflowInfo().unsafe.isReplaying) return false;
+  const on = patched(workflowPatches[patch].id);
+  if (on) taken.add(patch);
   return on;
 }

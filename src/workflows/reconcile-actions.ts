@@ -22,14 +22,6 @@ import {
 } from '../protocol/wire.js';
 import { takePatch } from './patch.js';
 
-/**
- * Marks runs that, lacking some of the search attributes (started memo-only, before they were
- * registered), ask the worker which are registered by now at each reminder, `recheck` signal and
- * continue-as-new, and upsert those: a batch over the waiting query then finds reconciles opened
- * before registration. Histories recorded before it never ask.
- */
-export const LATE_SEARCH_ATTRIBUTES_PATCH = 'sideeffect-reconcile-late-search-attributes';
-
 /** A few tries, then the next reminder asks again: an old worker mid-deploy lacks this activity. */
 const registeredSearchAttributes = proxyActivities<Record<string, () => Promise<string[]>>>({
   startToCloseTimeout: '30 seconds',
@@ -52,7 +44,7 @@ export async function upsertLateSearchAttributes(key: string, resource: string):
   const unset = (Object.keys(searchAttributeKeys) as Array<keyof typeof values>).filter(
     (field) => !carries(searchAttributeKeys[field]),
   );
-  if (unset.length === 0 || !takePatch(LATE_SEARCH_ATTRIBUTES_PATCH)) return;
+  if (unset.length === 0 || !takePatch('reconcileLateSearchAttributes')) return;
   let registered: string[];
   try {
     registered = await registeredSearchAttributes();

@@ -14,17 +14,7 @@ const MAX_REJECTED_INPUT_CHARS = 2048;
  * records at most 1 MiB of result, and a few such inputs kept whole would break the `status`
  * query. Counted in characters, not bytes, so a huge input costs one pass, not two.
  */
-export const MAX_RESOLVE_INPUT_CHARS = 1024 * 1024;
-/** Marks runs that refuse an oversized `resolve` signal in the workflow instead of sending it to the store. */
-export const SIZE_LIMIT_PATCH = 'sideeffect-resolve-size-limit';
-/**
- * Marks runs that take a `resolve` signal naming the attempt it judges (`fence`). 0.1.0 refused
- * the field as unknown, recording nothing, so a run held to its commands refuses it the same way
- * (a rollback then replays it), and so does the replay of a 0.1.0 history that received one.
- * The Update takes `fence` in every run: a rejected Update leaves no event, and an accepted one is
- * replayed without its validator.
- */
-export const SIGNAL_FENCE_PATCH = 'sideeffect-resolve-signal-fence';
+const MAX_RESOLVE_INPUT_CHARS = 1024 * 1024;
 
 /**
  * Why `input` is not a valid `resolve` payload, or undefined if it is: too large for the status
@@ -36,10 +26,10 @@ export function resolveError(input: unknown): string | undefined {
 
 /**
  * Why a `resolve` signal naming an attempt (`fence`) is refused by a run that does not take
- * {@link SIGNAL_FENCE_PATCH} (held to 0.1's commands, or a 0.1.0 history), else undefined.
+ * the `resolveSignalFence` patch (held to 0.1's commands, or a 0.1.0 history), else undefined.
  */
 export function heldFenceError(raw: unknown, fence: number | undefined): string | undefined {
-  if (!Object.hasOwn(raw as object, 'fence') || takePatch(SIGNAL_FENCE_PATCH)) return undefined;
+  if (!Object.hasOwn(raw as object, 'fence') || takePatch('resolveSignalFence')) return undefined;
   const judged =
     fence === undefined ? '' : ` (it judges attempt ${fence}, the one this run is for)`;
   return `unknown field(s) fence: this worker keeps runs replayable by 0.1 (compatibleWith), whose workers refuse it; send the verdict without "fence"${judged}, or through the resolve Update (sideeffect resolve)`;

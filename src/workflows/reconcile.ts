@@ -23,7 +23,6 @@ import {
   legacyActivityNames,
   legacyProbeActivityName,
   libraryActivityNames,
-  namespacedActivitiesPatch,
   probeActivityName,
   type ReconcileCarried,
   type ReconcileInput,
@@ -63,8 +62,6 @@ import {
   refusal,
   resolveError,
   resolveInputSizeError,
-  SIGNAL_FENCE_PATCH,
-  SIZE_LIMIT_PATCH,
   STATUS_QUERY_DESCRIPTION,
   SUBSCRIBE_SIGNAL_DESCRIPTION,
 } from './reconcile-input.js';
@@ -79,25 +76,8 @@ const HOUR = 60 * 60 * 1000;
  */
 const CONTINUE_AS_NEW_AFTER_EVENTS = 500;
 const CONTINUE_AS_NEW_AFTER_BYTES = 1024 * 1024;
-/** Marks runs that may continue as new; histories recorded before it never do, so they replay unchanged. */
-export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
-/**
- * Marks runs that read their key from the store on every reminder and on a `recheck` signal, and
- * end once it is decided there: a verdict recorded by any path (the CLI's store-only fallback, a
- * direct `resolveUncertain`) no longer leaves them waiting forever. Histories recorded before it
- * replay their reminders as plain log lines.
- */
-export const RECHECK_STORE_PATCH = 'sideeffect-reconcile-recheck-store';
 /** A reminder reads the store at most this often, so a short `remindEveryMs` does not turn every reminder into an activity. */
 const MIN_STORE_RECHECK_MS = 60_000;
-/**
- * Marks runs that tell the store activity, with each verdict, the effect (whose declared `result`
- * check the worker runs before the store is touched) and the signal or Update that delivered it
- * (whose sender's Temporal identity is recorded beside `by`). Activity arguments are no command,
- * so every run now passes them, held by `compatibleWith` or not; the patch is still asked where
- * runs that took it recorded its marker.
- */
-export const VERDICT_CONTEXT_PATCH = 'sideeffect-verdict-context';
 
 type InspectKey = Parameters<typeof readStore>[0];
 type ResolveKey = (
@@ -148,7 +128,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   const remindEveryMs = input.remindEveryMs ?? HOUR;
   const indexed = input.searchAttributes !== false;
   const eventBound = input.continueAsNewAfterEvents ?? CONTINUE_AS_NEW_AFTER_EVENTS;
-  const store = activityNames(takePatch(namespacedActivitiesPatch));
+  const store = activityNames(takePatch('namespacedActivities'));
   const waitingSince = carried?.waitingSince ?? new Date().toISOString();
   const subscribers = new Set<string>(carried?.subscribers);
   // Named in each subscriber's `reconciled` signal, so a caller can tell it from a forged one.
@@ -221,7 +201,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       const oversized = resolveInputSizeError(raw);
       const error =
         resolveInputError(raw) ??
-        (oversized && takePatch(SIZE_LIMIT_PATCH) ? oversized : undefined) ??
+        (oversized && takePatch('resolveSizeLimit') ? oversized : undefined) ??
         heldFenceError(raw, input.fence);
       if (error) refuse(raw, error);
       else if (offer)
@@ -302,7 +282,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   }
   // A run that refuses a fenced signal offers a template without one.
   setCurrentDetails(
-    waitingDetails(key, resource, reason, holds(SIGNAL_FENCE_PATCH) ? undefined : input.fence),
+    waitingDetails(key, resource, reason, holds('resolveSignalFence') ? undefined : input.fence),
   );
   // Once per key episode, not again after a continue-as-new.
   if (workflowInfo().continuedFromExecutionRunId === undefined)
@@ -350,7 +330,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
         // Asked where runs that took it recorded its marker, so their histories replay; the
         // context goes to the activity in every run, since activity arguments are no command:
         // a run held to 0.1's commands has the result checked and the sender recorded too.
-        takePatch(VERDICT_CONTEXT_PATCH);
+        takePatch('verdictContext');
         const { decided, ...verdict } = await store.resolveKey(key, judged, {
           ...(knownEffect === undefined ? {} : { effect: knownEffect }),
           ...current.delivery,
@@ -371,20 +351,20 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     state = 'waiting';
     // Whether this run should hand over to a fresh one; asked only once the history is long, so
     // histories recorded before the patch (all short) replay without ever reaching it.
-    const handOver = () => historyTooLong(eventBound) && takePatch(CONTINUE_AS_NEW_PATCH);
+    const handOver = () => historyTooLong(eventBound) && takePatch('reconcileContinueAsNew');
     const pending = () => offer !== undefined || (probeFor !== undefined && !probed);
     const dueIn = remindAt === undefined ? remindEveryMs : Math.max(remindAt - Date.now(), 1);
     remindAt = Date.now() + dueIn;
     // A `recheck` signal wakes the wait only in runs that read the store on it: a run held to
     // 0.1's commands (which knew no such signal) must not cancel its reminder's timer for one.
-    const rechecking = () => recheckAsked && takePatch(RECHECK_STORE_PATCH);
+    const rechecking = () => recheckAsked && takePatch('reconcileRecheckStore');
     const woken = await condition(() => pending() || rechecking() || handOver(), dueIn);
     if (!woken || (recheckAsked && !pending())) {
       const reminder = !woken;
       const asked = recheckAsked;
       recheckAsked = false;
       const due = storeReadAt === undefined || Date.now() - storeReadAt >= MIN_STORE_RECHECK_MS;
-      if ((asked || due) && takePatch(RECHECK_STORE_PATCH)) {
+      if ((asked || due) && takePatch('reconcileRecheckStore')) {
         storeReadAt = Date.now();
         const decided = await readStore(store.inspectKey, key, knownEffect, keep);
         if (decided) {

@@ -21,7 +21,6 @@ import {
   type EnsureReconcileResponse,
   legacyActivityNames,
   libraryActivityNames,
-  namespacedActivitiesPatch,
   type Reconciled,
   reconciledSignal,
   type UncertainDetails,
@@ -132,13 +131,6 @@ const defaultEffectOptions: ActivityOptions = {
   heartbeatTimeout: '1 minute',
 };
 
-/**
- * Marks callers whose effect activities wait for a cancelled apply to stop: the workflow then
- * learns how the apply really ended (done, or uncertain) instead of moving on while it still runs.
- * Histories recorded before it (TRY_CANCEL) replay unchanged.
- */
-export const WAIT_CANCELLATION_PATCH = 'sideeffect-effect-wait-cancellation';
-
 const reconcileActivities = proxyActivities<
   Record<string, (request: EnsureReconcileRequest) => Promise<EnsureReconcileResponse>>
 >({ startToCloseTimeout: '1 minute' });
@@ -148,15 +140,6 @@ const storeActivities = proxyActivities<Record<string, InspectKey>>({
   startToCloseTimeout: '1 minute',
 });
 
-/**
- * Marks callers that treat a `reconciled` signal as a prompt to read the key from the store (an
- * activity) instead of returning its payload, so a forged signal cannot complete a call the store
- * still holds uncertain. Histories recorded before it return the signalled verdict on replay.
- */
-export const RECONCILED_READS_STORE_PATCH = 'sideeffect-reconciled-reads-store';
-
-/** Marks callers that recheck with backoff and without re-subscribing; histories recorded before it replay the old loop. */
-export const RECHECK_PATCH = 'sideeffect-recheck-backoff';
 /** Rechecks never space out beyond this (unless `recheckEvery` itself is longer). */
 const MAX_RECHECK_MS = 24 * 60 * 60 * 1000;
 
@@ -264,7 +247,7 @@ export async function guardedCall<R = unknown, I = unknown>(
   options: SideEffectOptions = {},
 ): Promise<SideEffectOutcome<R>> {
   const { step = effect, key, onUncertain = 'wait', recheckEvery = '1 hour', ...rest } = options;
-  const cancellation: ActivityOptions = takePatch(WAIT_CANCELLATION_PATCH)
+  const cancellation: ActivityOptions = takePatch('effectWaitCancellation')
     ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED }
     : {};
   const activity = proxyActivities<
@@ -348,7 +331,7 @@ async function awaitVerdict(
     verdicts.delete(request.key);
     return verdict;
   };
-  const names = takePatch(namespacedActivitiesPatch) ? libraryActivityNames : legacyActivityNames;
+  const names = takePatch('namespacedActivities') ? libraryActivityNames : legacyActivityNames;
   const ensureReconcile = reconcileActivities[names.ensureReconcile]!;
   const first = await ensureReconcile(request);
   if (first.verdict) return first.verdict;
@@ -361,8 +344,8 @@ async function awaitVerdict(
       // signal that does not name it is checked against the store all the same.
       const readsStore =
         runId === workflowInfo().runId
-          ? takePatch(RECONCILED_READS_STORE_PATCH)
-          : takePatch(RECONCILED_READS_STORE_PATCH, { evenIfHeld: true });
+          ? takePatch('reconciledReadsStore')
+          : takePatch('reconciledReadsStore', { evenIfHeld: true });
       if (!readsStore) return signalled;
       const stored = await (storeActivities[names.inspectKey] as InspectKey)(request.key);
       if (stored) return stored;
@@ -371,7 +354,7 @@ async function awaitVerdict(
       });
       continue;
     }
-    const backoff = takePatch(RECHECK_PATCH);
+    const backoff = takePatch('recheckBackoff');
     const { verdict } = await ensureReconcile(backoff ? { ...request, recheck: true } : request);
     if (verdict) return verdict;
     if (backoff) wait = nextRecheck(wait, recheckEvery);

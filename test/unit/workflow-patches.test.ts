@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
@@ -15,6 +16,7 @@ import {
  * cannot replay into a rollout that was meant to be safe.
  */
 const WORKFLOWS = fileURLToPath(new URL('../../src/workflows/', import.meta.url));
+const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
 const PATCHES_DOC = fileURLToPath(new URL('../../docs/patches.md', import.meta.url));
 
 describe('workflow patch registry', () => {
@@ -29,14 +31,27 @@ describe('workflow patch registry', () => {
 
   it('lists every registered patch in docs/patches.md with the release that introduced it', () => {
     const doc = readFileSync(PATCHES_DOC, 'utf8');
-    for (const [id, since] of Object.entries(workflowPatches))
+    for (const { id, since } of Object.values(workflowPatches))
       expect(doc, id).toMatch(new RegExp(`\\| \`${id.replace(/\./g, '\\.')}\` \\| ${since} \\|`));
   });
 
+  it('writes each id once, in the registry, under the name its id gives', () => {
+    const ids = Object.values(workflowPatches).map((patch) => patch.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const [name, { id }] of Object.entries(workflowPatches))
+      expect(name, id).toBe(
+        id.replace(/^sideeffect[.-]/, '').replace(/-(\w)/g, (_, c: string) => c.toUpperCase()),
+      );
+    const elsewhere = (readdirSync(SRC, { recursive: true }) as string[])
+      .filter((file) => file.endsWith('.ts') && file !== join('protocol', 'patches.ts'))
+      .filter((file) => ids.some((id) => readFileSync(join(SRC, file), 'utf8').includes(`'${id}'`)));
+    expect(elsewhere).toEqual([]);
+  });
+
   it('holds exactly the patches of later minors', () => {
-    expect(heldFor('0.1', 'sideeffect-verdict-context')).toBe(true);
-    expect(heldFor('0.2', 'sideeffect-verdict-context')).toBe(false);
-    expect(heldFor('1.0', 'sideeffect-verdict-context')).toBe(false);
+    expect(heldFor('0.1', 'verdictContext')).toBe(true);
+    expect(heldFor('0.2', 'verdictContext')).toBe(false);
+    expect(heldFor('1.0', 'verdictContext')).toBe(false);
     expect(heldPatches('0.1')).toEqual(Object.keys(workflowPatches));
   });
 
