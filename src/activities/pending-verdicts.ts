@@ -2,13 +2,14 @@ import { decodeJson } from '../core/json.js';
 import type { Store } from '../core/store.js';
 import { holdsVerdicts } from '../core/store.js';
 import type { Key } from '../core/types.js';
+import type { ResolveInput } from '../core/verdict.js';
 import type { AnyEffect } from './effect.js';
 import { verdictResultError } from './result-check.js';
 
 /** A held verdict this worker refused: what the ReconcileWorkflow lists among its refused verdicts. */
 export interface RefusedHeldVerdict {
   at: string;
-  input: { applied: boolean; result?: unknown; reason: string; by?: string; fence: number };
+  input: ResolveInput & { fence: number };
   error: string;
 }
 

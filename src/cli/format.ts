@@ -1,5 +1,6 @@
 import { decodeJson } from '../core/json.js';
-import type { HeldVerdict, KeyEvent, KeyRecord, Result } from '../core/types.js';
+import type { KeyEvent, KeyRecord, Result } from '../core/types.js';
+import type { HeldVerdict } from '../core/verdict.js';
 import type { StoreStats } from '../store/postgres/index.js';
 
 /** Human output: aligned columns a person can scan; `--json` is for scripts. */

@@ -16,3 +16,11 @@ export {
 } from './store.js';
 export * from './types.js';
 export { defaultLimits, type Limits } from './validate.js';
+export type {
+  HeldVerdict,
+  HeldVerdictState,
+  HoldOutcome,
+  Resolution,
+  ResolveOutcome,
+  VerdictJudgement,
+} from './verdict.js';

@@ -17,8 +17,9 @@ import {
   type TransactionContext,
   type TransactionOptions,
 } from './store.js';
-import type { Action, KeyEvent, Lease, Resolution, ResolveOutcome, Result } from './types.js';
+import type { Action, KeyEvent, Lease, Result } from './types.js';
 import { checkAction, checkResolution, checkTtl } from './validate.js';
+import type { Resolution, ResolveOutcome } from './verdict.js';
 
 /** What apply gets: the lease whose fence goes to every downstream write, and a signal that fires when the lease is lost or the caller gives up. */
 export interface ApplyContext {

@@ -3,20 +3,22 @@ import type {
   Acquisition,
   Action,
   Fence,
-  HeldVerdict,
-  HoldOutcome,
   Key,
   KeyEvent,
   KeyRecord,
   KeyState,
   Lease,
-  Resolution,
-  ResolveOutcome,
   Result,
   SweepReport,
   UncertainBacklog,
-  VerdictJudgement,
 } from './types.js';
+import type {
+  HeldVerdict,
+  HoldOutcome,
+  Resolution,
+  ResolveOutcome,
+  VerdictJudgement,
+} from './verdict.js';
 
 /** Which keys `Store.list` returns, and in what order. */
 export interface ListFilter {

@@ -59,33 +59,6 @@ export interface Result {
   payload: Uint8Array;
 }
 
-/**
- * A person's or a probe's verdict on an uncertain key, made after looking at
- * the downstream. `reason` is mandatory: why it was judged applied is worth
- * more later than the verdict itself.
- */
-export interface Resolution {
-  applied: boolean;
-  /** The result to record when `applied`; ignored otherwise. */
-  result?: Result;
-  reason: string;
-  /** Who decided (a person, a probe); stored with the transition. */
-  by?: string;
-  /**
-   * The Temporal identity that delivered the verdict (the client that sent the signal or Update),
-   * stored beside `by`: `by` is whatever the sender typed, this is what its client called itself.
-   * Declared by that client too, not authenticated; PgStore records beside it the database role
-   * that wrote the event ({@link KeyEvent.dbUser}), which no caller chooses.
-   */
-  identity?: string;
-  /**
-   * The episode judged: the fence of the uncertain attempt (`KeyRecord.fence` while uncertain).
-   * A verdict for another episode is refused with StaleVerdictError; without one it judges the
-   * current episode.
-   */
-  fence?: Fence;
-}
-
 /** Where a key stands. `uncertain` blocks the key until a resolution. */
 export type KeyState = 'free' | 'held' | 'applying' | 'done' | 'uncertain';
 
@@ -95,11 +68,6 @@ export type Acquisition =
   | { outcome: 'replayed'; result: Result }
   | { outcome: 'contended'; retryAfterMs: number }
   | { outcome: 'uncertain'; reason: string };
-
-/** The answer to `Store.resolveUncertain`: this call decided, or the key was already done. */
-export type ResolveOutcome =
-  | { outcome: 'resolved'; applied: boolean; result?: Result }
-  | { outcome: 'replayed'; applied: true; result: Result };
 
 /** A key as the store holds it, for operators and tests. */
 export interface KeyRecord {
@@ -123,7 +91,7 @@ export interface KeyEvent {
   reason: string;
   actor: string;
   /**
-   * For a verdict: the Temporal identity that delivered it ({@link Resolution.identity}). Declared
+   * For a verdict: the Temporal identity that delivered it (`Resolution.identity`). Declared
    * by the sending client (the `temporal` CLI's `--identity` sets any), so a claim, not a proof,
    * unless the cluster authenticates its clients.
    */
@@ -151,42 +119,3 @@ export interface SweepReport {
   /** Keys that were `held` and became `free`. */
   freed: Key[];
 }
-
-/**
- * Where a held verdict stands: `pending` until a worker runs the effect's result check on it;
- * `accepted` (it decided the key), `refused` (the check said no: the key stayed uncertain) or
- * `late` (another verdict decided the key first, or the key moved on to another attempt).
- */
-export type HeldVerdictState = 'pending' | 'accepted' | 'refused' | 'late';
-
-/**
- * A verdict recorded in the store by someone who could not reach a worker (the CLI past its
- * `--wait`, Temporal down, no ReconcileWorkflow in the namespace). Recorded straight into the key
- * it would skip the effect's `result` check, and a caller would then be handed a result its own
- * check refuses; held, it decides the key only once a worker has checked it.
- */
-export interface HeldVerdict {
-  /** The store's id for it, increasing in the order verdicts were held. */
-  id: number;
-  key: Key;
-  /** The attempt it judges: the key's fence when it was held (or the one it named). */
-  fence: Fence;
-  applied: boolean;
-  result?: Result;
-  reason: string;
-  by?: string;
-  identity?: string;
-  state: HeldVerdictState;
-  /** Why it was refused or late. */
-  why?: string;
-  at: number;
-  judgedAt?: number;
-}
-
-/** The answer to holding a verdict: held for a worker's check, or the key was already done (first resolution wins). */
-export type HoldOutcome =
-  | { outcome: 'held'; verdict: HeldVerdict }
-  | { outcome: 'replayed'; applied: true; result: Result };
-
-/** A worker's judgement of a held verdict: the effect's check passed, or why not. */
-export type VerdictJudgement = { accept: true } | { accept: false; why: string };

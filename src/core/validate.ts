@@ -1,6 +1,7 @@
 import { InvalidActionError, PurgeBelowFloorError } from './errors.js';
 import { maskConnectionString } from './mask.js';
-import type { Action, Resolution, RetrySafety } from './types.js';
+import type { Action, RetrySafety } from './types.js';
+import type { Resolution } from './verdict.js';
 
 /**
  * Limits every store enforces, so a malformed action is refused with a typed

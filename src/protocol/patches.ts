@@ -64,7 +64,10 @@ export const workflowPatches = {
    * `recheck` signal and continue-as-new, and upsert those: a batch over the waiting query then
    * finds reconciles opened before registration. Histories recorded before it never ask.
    */
-  reconcileLateSearchAttributes: { id: 'sideeffect-reconcile-late-search-attributes', since: '0.2' },
+  reconcileLateSearchAttributes: {
+    id: 'sideeffect-reconcile-late-search-attributes',
+    since: '0.2',
+  },
   /**
    * ReconcileWorkflow runs that take a `resolve` signal naming the attempt it judges (`fence`).
    * 0.1.0 refused the field as unknown, recording nothing, so a run held to its commands refuses

@@ -1,6 +1,6 @@
 import { InvalidActionError } from '../core/errors.js';
-import type { Resolution } from '../core/types.js';
 import { checkResolution } from '../core/validate.js';
+import type { Resolution } from '../core/verdict.js';
 
 /** The fields of a `resolve` payload; anything else is a typo that must not pass silently. */
 const RESOLVE_FIELDS: ReadonlySet<string> = new Set(['applied', 'result', 'reason', 'by', 'fence']);

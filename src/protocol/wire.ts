@@ -5,6 +5,10 @@
  * the Node side cannot drift apart.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { ReconcileResolution, ResolveInput, Verdict } from '../core/verdict.js';
+
+/** The verdicts this protocol carries: one family, defined in src/core/verdict.ts. */
+export type { ProbeAnswer, ReconcileResolution, ResolveInput, Verdict } from '../core/verdict.js';
 
 /**
  * The effect activity's default `startToCloseTimeout` (an effect call from a workflow): the
@@ -36,18 +40,6 @@ export interface UncertainDetails {
   reason: string;
 }
 
-/**
- * A probe's answer: the downstream knows whether the key took effect.
- * `null` (or `undefined` from the host's probe) means it cannot tell.
- */
-export type ProbeAnswer<R = unknown> = { applied: true; result: R } | { applied: false };
-
-/** A decided uncertain key, as subscribers and the store see it. `result` only when applied. */
-export interface Verdict<R = unknown> {
-  applied: boolean;
-  result?: R;
-}
-
 /** Asks for a ReconcileWorkflow on the key (started or joined) and subscribes the calling workflow. */
 export interface EnsureReconcileRequest extends UncertainDetails {
   effect?: string;
@@ -63,26 +55,6 @@ export interface EnsureReconcileRequest extends UncertainDetails {
 /** The store already decided the key: act on `verdict` now, no ReconcileWorkflow is waited for. */
 export interface EnsureReconcileResponse {
   verdict?: Verdict;
-}
-
-/** A person's (or program's) verdict, exactly as the Temporal UI's signal form or `temporal workflow signal --input` sends it. */
-export interface ResolveInput {
-  applied: boolean;
-  /**
-   * The result to record when `applied` (what the effect would have returned); ignored otherwise.
-   * @default null
-   */
-  result?: unknown;
-  /** Mandatory: why it was judged so. Stored with the transition. */
-  reason: string;
-  /** Who decided. */
-  by?: string;
-  /**
-   * The episode judged: the fence of the uncertain attempt (`sideeffect show`, the `status`
-   * query). The store refuses a verdict for another episode; the ReconcileWorkflow fills in its
-   * own when this is missing.
-   */
-  fence?: number;
 }
 
 /** Input of `ReconcileWorkflow`. Normally built by the `ensureReconcile` and `sweepAndReconcile` activities. */
@@ -105,9 +77,9 @@ export interface ReconcileInput extends UncertainDetails {
    */
   searchAttributes?: boolean;
   /**
-   * The episode this reconcile judges: the fence of the uncertain attempt, from the store's key
+   * The attempt this reconcile judges: the fence of the uncertain attempt, from the store's key
    * record. Attached to every verdict that names none, so a verdict meant for this run cannot
-   * decide a later episode of the key. Absent in runs started before 0.2.0.
+   * decide a later attempt of the key. Absent in runs started before 0.2.0.
    */
   fence?: number;
   /**
@@ -136,15 +108,6 @@ export interface ReconcileCarried {
   effect?: string;
   /** The run each subscriber subscribed from, by workflow id, where it said. */
   subscriberRuns?: Record<string, string>;
-}
-
-/** How a reconcile ended; the ReconcileWorkflow's result and the Update's answer. */
-export interface ReconcileResolution<R = unknown> extends Verdict<R> {
-  key: string;
-  reason: string;
-  by?: string;
-  /** `store` when the key had already been decided elsewhere (first resolution wins). */
-  decidedBy: 'probe' | 'signal' | 'update' | 'store';
 }
 
 /** A `resolve` signal that was refused, kept so an operator sees why nothing happened. */
@@ -176,7 +139,7 @@ export interface ReconcileStatus {
   reason: string;
   effect?: string;
   state: 'checking' | 'probing' | 'waiting' | 'resolving' | 'resolved';
-  /** The episode judged (see {@link ReconcileInput.fence}). */
+  /** The attempt judged, by its fence (see {@link ReconcileInput.fence}). */
   fence?: number;
   waitingSince: string;
   rejected: RejectedResolve[];

@@ -9,19 +9,14 @@ import type {
   Acquisition,
   Action,
   Fence,
-  HeldVerdict,
-  HoldOutcome,
   Key,
   KeyEvent,
   KeyRecord,
   KeyState,
   Lease,
-  Resolution,
-  ResolveOutcome,
   Result,
   SweepReport,
   UncertainBacklog,
-  VerdictJudgement,
 } from '../core/types.js';
 import {
   checkAction,
@@ -34,6 +29,13 @@ import {
   defaultLimits,
   type Limits,
 } from '../core/validate.js';
+import type {
+  HeldVerdict,
+  HoldOutcome,
+  Resolution,
+  ResolveOutcome,
+  VerdictJudgement,
+} from '../core/verdict.js';
 import { KeyedGate } from '../syncx/index.js';
 import { payloadDigest } from './digest.js';
 

@@ -13,7 +13,7 @@ import { Client, Connection, type WorkflowHandle, WorkflowNotFoundError } from '
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
-import type { HeldVerdict } from '../../src/core/types.js';
+import type { HeldVerdict } from '../../src/core/verdict.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
   type ReconcileStatus,

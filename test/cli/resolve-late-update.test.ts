@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveKey } from '../../src/cli/commands/resolve/deliver.js';
 import { Runner } from '../../src/core/index.js';
-import type { Resolution } from '../../src/core/types.js';
+import type { Resolution } from '../../src/core/verdict.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import { ReconcileWorkflow, reconcileWorkflowId } from '../../src/workflows/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { Resolution } from '../../src/core/types.js';
 import { checkResolution } from '../../src/core/validate.js';
+import type { Resolution } from '../../src/core/verdict.js';
 import { resolveInputError } from '../../src/protocol/resolve-input.js';
 
 const cases: unknown[] = [

@@ -44,7 +44,9 @@ describe('workflow patch registry', () => {
       );
     const elsewhere = (readdirSync(SRC, { recursive: true }) as string[])
       .filter((file) => file.endsWith('.ts') && file !== join('protocol', 'patches.ts'))
-      .filter((file) => ids.some((id) => readFileSync(join(SRC, file), 'utf8').includes(`'${id}'`)));
+      .filter((file) =>
+        ids.some((id) => readFileSync(join(SRC, file), 'utf8').includes(`'${id}'`)),
+      );
     expect(elsewhere).toEqual([]);
   });
 

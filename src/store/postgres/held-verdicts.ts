@@ -7,15 +7,7 @@ import {
 } from '../../core/errors.js';
 import { maskConnectionString } from '../../core/mask.js';
 import type { VerdictHolding } from '../../core/store.js';
-import type {
-  HeldVerdict,
-  HeldVerdictState,
-  HoldOutcome,
-  Key,
-  Resolution,
-  Result,
-  VerdictJudgement,
-} from '../../core/types.js';
+import type { Key, Result } from '../../core/types.js';
 import {
   checkReason,
   checkResolution,
@@ -23,6 +15,13 @@ import {
   type Limits,
   storableKey,
 } from '../../core/validate.js';
+import type {
+  HeldVerdict,
+  HeldVerdictState,
+  HoldOutcome,
+  Resolution,
+  VerdictJudgement,
+} from '../../core/verdict.js';
 import { type StatementRunner, statementRunner } from './session.js';
 import { asBuffer, int, plainBytes, statements } from './sql.js';
 

@@ -20,19 +20,14 @@ import type {
 import type {
   Acquisition,
   Action,
-  HeldVerdict,
-  HoldOutcome,
   Key,
   KeyEvent,
   KeyRecord,
   KeyState,
   Lease,
-  Resolution,
-  ResolveOutcome,
   Result,
   SweepReport,
   UncertainBacklog,
-  VerdictJudgement,
 } from '../../core/types.js';
 import {
   checkAction,
@@ -44,6 +39,13 @@ import {
   type Limits,
   storableKey,
 } from '../../core/validate.js';
+import type {
+  HeldVerdict,
+  HoldOutcome,
+  Resolution,
+  ResolveOutcome,
+  VerdictJudgement,
+} from '../../core/verdict.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
 import { HeldVerdicts, type VerdictRow, verdictRefusal, verdictValues } from './held-verdicts.js';
 import {

@@ -9,7 +9,7 @@ import { ApplicationFailure, NamespaceNotFoundError } from '@temporalio/common';
 import { InvalidActionError, NotUncertainError, StaleVerdictError } from '../../../core/errors.js';
 import { decodeJson, encodeJson } from '../../../core/json.js';
 import { holdsVerdicts, type Store, type VerdictHolding } from '../../../core/store.js';
-import type { HeldVerdict } from '../../../core/types.js';
+import type { HeldVerdict } from '../../../core/verdict.js';
 import { SideEffectFailureType } from '../../../protocol/failures.js';
 import {
   CLI_UPDATE_ID_PREFIX,
@@ -18,15 +18,14 @@ import {
   recheckSignal,
   reconcileWorkflowId,
   resolveUpdate,
+  type Verdict,
 } from '../../../protocol/wire.js';
 import { cliIdentity } from '../../temporal.js';
 
 /** How an operator's verdict ended: whether it was the one recorded, and what stands now. */
-export interface ResolveReport {
+export interface ResolveReport extends Verdict {
   won: boolean;
   via: 'workflow' | 'store';
-  applied: boolean;
-  result?: unknown;
   reason?: string;
   by?: string;
   /** The attempt the verdict judged (its fence). */

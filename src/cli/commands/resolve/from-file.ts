@@ -4,7 +4,7 @@ import { resolveInputError } from '../../../protocol/resolve-input.js';
 import type { Context } from '../../command.js';
 import { UsageError } from '../../usage.js';
 import { currentAttempt } from './deliver.js';
-import { sendMany, type Verdict } from './many.js';
+import { type KeyVerdict, sendMany } from './many.js';
 import { type Common, common, type ResolveArgs } from './options.js';
 
 /** `sideeffect resolve --from-file F`: one verdict a line, each naming its key (and attempt). */
@@ -70,14 +70,14 @@ async function readVerdictFile(
   file: string,
   defaultBy: string,
   anyAttempt: boolean,
-): Promise<Verdict[]> {
+): Promise<KeyVerdict[]> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
     throw new UsageError(`cannot read ${file}: ${(error as Error).message}`);
   }
-  const verdicts: Verdict[] = [];
+  const verdicts: KeyVerdict[] = [];
   const seen = new Set<string>();
   for (const [index, raw] of text.split('\n').entries()) {
     const line = raw.trim();
@@ -102,7 +102,7 @@ function parseVerdictLine(
   line: string,
   defaultBy: string,
   fail: (message: string) => never,
-): Verdict {
+): KeyVerdict {
   let parsed: unknown;
   try {
     parsed = JSON.parse(line);
@@ -121,7 +121,7 @@ function parseVerdictLine(
   const invalid = resolveInputError(resolve);
   if (invalid) fail(invalid);
   if (result !== undefined && !applied) fail('"result" only goes with "applied": true');
-  const verdict: Verdict = {
+  const verdict: KeyVerdict = {
     key: key as string,
     applied: applied as boolean,
     reason: (reason as string).trim(),

@@ -10,12 +10,8 @@ import { resolveKey } from './deliver.js';
 import type { Common } from './options.js';
 
 /** One verdict of many: a line of `--from-file`, or one selected key of `--resource`. */
-export interface Verdict {
+export interface KeyVerdict extends ResolveInput {
   key: string;
-  applied: boolean;
-  /** What the effect returned; only with `applied: true`. */
-  result?: unknown;
-  reason: string;
   by: string;
   /**
    * The attempt judged (its fence). Required in a `--from-file` line unless the run says
@@ -56,7 +52,7 @@ const CONCURRENCY = 8;
 async function resolveMany(options: {
   store: Store;
   client: Client | undefined;
-  verdicts: Verdict[];
+  verdicts: KeyVerdict[];
   dryRun: boolean;
   /** Decide in the store at once, unchecked: for keys no Temporal worker serves. */
   storeOnly?: boolean;
@@ -183,7 +179,7 @@ function printMany(report: ManyReport, selected: string): string {
  * sent or is held pending (run it again), 1 when some key was decided before or refused.
  */
 export async function sendMany(
-  verdicts: Verdict[],
+  verdicts: KeyVerdict[],
   selected: string,
   params: Common & { dryRun: boolean },
   ctx: Context,
