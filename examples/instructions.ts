@@ -38,7 +38,7 @@ export function resolveInstructions(input: InstructionsInput): Instructions {
   const pasteable = verdictJson(verdict);
   const by = verdict.by ?? 'you';
   const notApplied = { applied: false, reason: 'not in the bank export', by, fence: verdict.fence };
-  // A batch verdict names no episode: each ReconcileWorkflow applies it to the one it judges.
+  // A batch verdict names no attempt: each ReconcileWorkflow applies it to the one it judges.
   const batchVerdict = { applied: false, reason: 'not in the bank export', by };
   const workflowId = reconcileWorkflowId(key);
   const cliVerdict = `--fence ${verdict.fence} ${

@@ -98,7 +98,7 @@ export interface ReconcileActivities {
     resolution: ResolveInput,
     about?: VerdictContext,
   ): Promise<Verdict & { decided: boolean }>;
-  /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none (claimed in the store, so once per key and episode). */
+  /** store.sweep(), then a ReconcileWorkflow for every uncertain key that has none (claimed in the store, so once per uncertain attempt). */
   sweepAndReconcile(): Promise<SweepAndReconcileReport>;
   /**
    * Which of SideEffectKey/SideEffectResource/SideEffectState the namespace has registered (none
@@ -226,7 +226,7 @@ export function reconcileActivities({
 
     async sweepAndReconcile() {
       const { uncertain, freed } = await store.sweep();
-      // A store that remembers starts hands out each key once per episode; otherwise every
+      // A store that remembers starts hands out each key once per uncertain attempt; otherwise every
       // uncertain key is started again (use-existing makes that harmless, not free).
       const open = store.claimReconciles
         ? await store.claimReconciles({ limit: sweepLimit, restartAfterMs })

@@ -42,7 +42,7 @@ export function printKey(record: KeyRecord, events: KeyEvent[], held: HeldVerdic
     iso(e.at),
     `${e.from} -> ${e.to}`,
     String(e.fence),
-    e.actor,
+    e.by,
     e.reason,
   ]);
   const history = table(['AT', 'TRANSITION', 'FENCE', 'BY', 'REASON'], rows).split('\n');
@@ -63,7 +63,7 @@ export function printKey(record: KeyRecord, events: KeyEvent[], held: HeldVerdic
  */
 function whoDecided(event: KeyEvent): string | undefined {
   if (event.from !== 'uncertain') return undefined;
-  const parts = [`by ${event.actor} (declared in the verdict)`];
+  const parts = [`by ${event.by} (declared in the verdict)`];
   if (event.identity !== undefined)
     parts.push(`sent by: declared: ${event.identity} (Temporal identity, set by the sender)`);
   if (event.dbUser !== undefined) parts.push(`database user: ${event.dbUser} (authenticated)`);
@@ -113,7 +113,7 @@ export function printStats(stats: StoreStats): string {
     `keys by state:     ${Object.entries(keys)
       .map(([state, n]) => `${state} ${n}`)
       .join(', ')}`,
-    `uncertain so far:  ${stats.uncertainEpisodes} episode(s), ${ttr.count} resolved`,
+    `uncertain so far:  ${stats.uncertainAttempts} attempt(s), ${ttr.count} resolved`,
   ];
   if (ttr.count > 0) {
     lines.push(
@@ -122,7 +122,7 @@ export function printStats(stats: StoreStats): string {
       table(
         ['DECIDED BY', 'KIND', 'VERDICT', 'KEYS', 'MEDIAN', 'MAX'],
         stats.resolutions.map((r) => [
-          r.actor,
+          r.by,
           r.kind,
           r.verdict,
           String(r.count),

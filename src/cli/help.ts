@@ -57,7 +57,7 @@ SIDEEFFECT_DATA_CONVERTER (or --data-converter PATH on resolve and codec-server)
 Durations (purge, resolve --older-than): 30d, 12h, 1h30m, 45s, "2 days", "1 hour"
 
 Exit codes: 0 done, 1 refused (e.g. already resolved, unknown key, a verdict for an earlier
-episode), 2 bad arguments, 3 store or Temporal unreachable (a resolve recorded in the store
+attempt), 2 bad arguments, 3 store or Temporal unreachable (a resolve recorded in the store
 while Temporal did not answer exits 3 too: the waiting workflow was not told)`;
 }
 

@@ -188,7 +188,7 @@ export class NotUncertainError extends SideEffectError {
 }
 
 /**
- * A resolution named another attempt (episode) of the key than the one the store has: it was made
+ * A resolution named another attempt (fence) of the key than the one the store has: it was made
  * about an earlier uncertain attempt (the key was since resolved, re-applied and became uncertain
  * again), or about none that exists. Refused, because a verdict judges one attempt: accepted, a
  * "not applied" about attempt 1 would re-run an effect that attempt 2 may already have applied (a

@@ -67,7 +67,7 @@ export interface ExecuteOptions {
  * - `applied`: this call applied it and the result is recorded;
  * - `replayed`: done earlier, here is the stored result;
  * - `contended`: someone else holds the resource, nothing ran; retry later;
- * - `uncertain`: it may have taken effect; the key is blocked until reconciled. Also after
+ * - `uncertain`: it may have taken effect; the key is blocked until resolved. Also after
  *   three attempts in a row failed without applying since a
  *   "not applied" verdict: the verdict may be wrong, and a person judges again;
  * - `failed`: granted but not applied (prepare failed, an apply declared
@@ -142,11 +142,16 @@ export class Runner {
     return store.executeInTransaction(checkAction(action), checkTtl(this.#ttlMs), apply, options);
   }
 
-  /** Records a verdict on an uncertain key; first resolution wins. */
-  async reconcile(action: Action, resolution: Resolution): Promise<ResolveOutcome> {
+  /** Resolves an uncertain key: records the verdict on its attempt; first resolution wins. */
+  async resolve(action: Action, resolution: Resolution): Promise<ResolveOutcome> {
     const store = this.#requireStore();
     const { key } = checkAction(action);
     return store.resolveUncertain(key, checkResolution(resolution));
+  }
+
+  /** @deprecated since 0.2.0, removed in 0.3.0: use {@link Runner.resolve} (one verb for recording a verdict). */
+  async reconcile(action: Action, resolution: Resolution): Promise<ResolveOutcome> {
+    return this.resolve(action, resolution);
   }
 
   /** Returns the result, or throws: anything but applied/replayed (contended included) is an error, never an empty result. */
@@ -341,7 +346,7 @@ async function verdictInDoubt(
   // This attempt is the last grant; each earlier one that ended freed failed without applying.
   let failed = 1;
   for (let index = events.length - 1; index >= 0; index -= 1) {
-    const { from, to, actor, reason } = events[index]!;
+    const { from, to, by, reason } = events[index]!;
     if (to !== 'free') {
       if (to === 'applying' || to === 'held') continue;
       return undefined;
@@ -351,7 +356,7 @@ async function verdictInDoubt(
       continue;
     }
     if (failed < ATTEMPTS_AFTER_NOT_APPLIED) return undefined;
-    return `apply failed ${failed} times in a row without applying since the verdict "not applied" by ${actor} (${reason}), which may be wrong: ${describe(error)}`;
+    return `apply failed ${failed} times in a row without applying since the verdict "not applied" by ${by} (${reason}), which may be wrong: ${describe(error)}`;
   }
   return undefined;
 }

@@ -134,10 +134,10 @@ export interface Store {
 export interface SweepCoordination {
   /**
    * Optional, for one sweeper per store: claims up to `limit` uncertain keys, oldest first,
-   * whose current episode has no ReconcileWorkflow started yet (or had one started more than
+   * whose current attempt has no ReconcileWorkflow started yet (or had one started more than
    * `restartAfterMs` ago, in case it was terminated), and records the start. Atomic: two
    * claimers never get the same key, so every worker may sweep and still each key gets one
-   * start per episode, not one per tick.
+   * start per uncertain attempt, not one per tick.
    */
   claimReconciles?(options: { limit: number; restartAfterMs: number }): Promise<KeyRecord[]>;
 

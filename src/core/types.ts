@@ -89,6 +89,13 @@ export interface KeyEvent {
   to: KeyState;
   fence: Fence;
   reason: string;
+  /**
+   * Who made the transition: for a verdict whoever it names (`Resolution.by`: a person,
+   * `probe:<effect>`, `cli:<user>`), otherwise the store operation (`acquire`, `sweep`,
+   * `takeover`, ...). Stored in the `actor` column.
+   */
+  by: string;
+  /** @deprecated since 0.2.0, removed in 0.3.0: use {@link KeyEvent.by} (the same value). */
   actor: string;
   /**
    * For a verdict: the Temporal identity that delivered it (`Resolution.identity`). Declared
@@ -98,7 +105,7 @@ export interface KeyEvent {
   identity?: string;
   /**
    * The database role whose session recorded the event, as Postgres authenticated it (PgStore,
-   * from migration 0014 on): unlike `actor` and `identity`, chosen by nobody who calls the store.
+   * from migration 0014 on): unlike `by` and `identity`, chosen by nobody who calls the store.
    */
   dbUser?: string;
   at: number;

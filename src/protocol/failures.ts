@@ -13,7 +13,7 @@ export const SideEffectFailureType = {
   OutcomeUncertain: 'SideEffectOutcomeUncertain',
   /** The action is malformed (empty key or resource, input not JSON, oversized payload); non-retryable. */
   InvalidAction: 'SideEffectInvalidAction',
-  /** A verdict judged another episode (fence) of the key than the store's; non-retryable; details `[{ key, fence, currentFence, state }]`. */
+  /** A verdict judged another attempt (fence) of the key than the store's; non-retryable; details `[{ key, fence, currentFence, state }]`. */
   StaleVerdict: 'SideEffectStaleVerdict',
   /** The key is already bound to another resource or input; non-retryable (a retry would replay the wrong result). */
   KeyConflict: 'SideEffectKeyConflict',

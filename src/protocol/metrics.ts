@@ -7,7 +7,7 @@
 
 /** Counter, labels `effect`, `outcome`: what each guarded call ended as. */
 export const OUTCOMES_METRIC = 'sideeffect_outcomes';
-/** Counter, label `effect`: uncertain keys a ReconcileWorkflow opened for (once per key episode). */
+/** Counter, label `effect`: uncertain keys a ReconcileWorkflow opened for (once per uncertain attempt). */
 export const RECONCILES_OPENED_METRIC = 'sideeffect_reconciles_opened';
 /** Counter, labels `decided_by`, `verdict`: reconciles closed, by who decided. */
 export const RECONCILES_RESOLVED_METRIC = 'sideeffect_reconciles_resolved';

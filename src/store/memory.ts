@@ -71,7 +71,7 @@ export class MemoryStore implements Store, VerdictHolding {
   readonly #keys = new Map<Key, KeyRow>();
   readonly #resources = new Map<string, ResourceRow>();
   readonly #events: KeyEvent[] = [];
-  /** Per uncertain key: the episode (fence) a ReconcileWorkflow was started for, and when. */
+  /** Per uncertain key: the attempt (fence) a ReconcileWorkflow was started for, and when. */
   readonly #reconcileStarts = new Map<Key, { fence: Fence; at: number }>();
   /** Verdicts held for a worker's check, in the order they were held. */
   readonly #held: HeldVerdict[] = [];
@@ -187,14 +187,14 @@ export class MemoryStore implements Store, VerdictHolding {
     if (row?.state === 'done')
       return { outcome: 'replayed', applied: true, result: copy(row.result!) };
     if (row?.state !== 'uncertain') throw new NotUncertainError(key, row?.state ?? 'unknown');
-    const actor = verdict.by ?? 'resolve';
+    const by = verdict.by ?? 'resolve';
     if (verdict.applied) {
       row.result = copy(verdict.result!);
-      this.#transition(row, 'done', verdict.reason, actor, verdict.identity);
+      this.#transition(row, 'done', verdict.reason, by, verdict.identity);
       return { outcome: 'resolved', applied: true, result: copy(verdict.result!) };
     }
     row.reason = undefined;
-    this.#transition(row, 'free', verdict.reason, actor, verdict.identity);
+    this.#transition(row, 'free', verdict.reason, by, verdict.identity);
     return { outcome: 'resolved', applied: false };
   }
 
@@ -374,47 +374,40 @@ export class MemoryStore implements Store, VerdictHolding {
   }
 
   /** Ends an expired holder's claim: a key is never left pretending to hold a lease it lost. */
-  #conclude(key: Key, actor: string): KeyState | undefined {
+  #conclude(key: Key, by: string): KeyState | undefined {
     const row = this.#keys.get(key);
     if (row?.state === 'applying') {
-      if (row.retrySafety === 'safe') this.#transition(row, 'free', LEASE_LOST_SAFE, actor);
-      else this.#transition(row, 'uncertain', LEASE_LOST, actor);
+      if (row.retrySafety === 'safe') this.#transition(row, 'free', LEASE_LOST_SAFE, by);
+      else this.#transition(row, 'uncertain', LEASE_LOST, by);
       return row.state;
     }
     if (row?.state === 'held') {
-      this.#transition(row, 'free', 'lease expired before apply', actor);
+      this.#transition(row, 'free', 'lease expired before apply', by);
       return row.state;
     }
     return undefined;
   }
 
   /** An event on a key that stays where it is (a verdict held or refused): the key's row is untouched. */
-  #note(
-    row: KeyRow,
-    reason: string,
-    actor: string | undefined,
-    identity: string | undefined,
-  ): void {
-    const event = {
-      key: row.key,
-      from: row.state,
-      to: row.state,
-      fence: row.fence,
-      reason,
-      actor: actor ?? 'resolve',
-    };
+  #note(row: KeyRow, reason: string, by: string | undefined, identity: string | undefined): void {
+    const event = eventOf(row, row.state, reason, by ?? 'resolve');
     const at = this.#now();
     this.#events.push(identity === undefined ? { ...event, at } : { ...event, identity, at });
   }
 
-  #transition(row: KeyRow, to: KeyState, reason: string, actor: string, identity?: string): void {
+  #transition(row: KeyRow, to: KeyState, reason: string, by: string, identity?: string): void {
     const at = this.#now();
-    const event = { key: row.key, from: row.state, to, fence: row.fence, reason, actor };
+    const event = eventOf(row, to, reason, by);
     this.#events.push(identity === undefined ? { ...event, at } : { ...event, identity, at });
     row.state = to;
     row.updatedAt = at;
     if (to === 'uncertain') row.reason = reason;
   }
+}
+
+/** A transition of `row` to `to`; `actor` repeats `by` for callers of the deprecated name. */
+function eventOf(row: KeyRow, to: KeyState, reason: string, by: string) {
+  return { key: row.key, from: row.state, to, fence: row.fence, reason, by, actor: by };
 }
 
 const LEASE_LOST = 'lease lost during apply';

@@ -81,20 +81,20 @@ export function waitingDetails(
   reason: string,
   fence?: number,
 ): string {
-  const episode = fence === undefined ? {} : { fence };
+  const attempt = fence === undefined ? {} : { fence };
   // No `result` placeholder: pasted as is, `null` (or any stand-in) could become the recorded
   // result. Without one, the effect's check refuses it unless the effect returns nothing.
   const applied = verdictJson({
     applied: true,
     reason: 'found in the downstream',
     by: 'your name',
-    ...episode,
+    ...attempt,
   });
   const notApplied = verdictJson({
     applied: false,
     reason: 'not in the downstream',
     by: 'your name',
-    ...episode,
+    ...attempt,
   });
   return [
     `**Outcome uncertain** for key \`${key}\` on \`${resource}\`: ${reason}.`,

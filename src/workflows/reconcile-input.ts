@@ -107,7 +107,7 @@ const REFUSALS = new Set<string>([
   SideEffectFailureType.StaleVerdict,
 ]);
 
-/** The store's refusal of a resolution (invalid, or for another episode), or undefined for any other failure. */
+/** The store's refusal of a resolution (invalid, or for another attempt), or undefined for any other failure. */
 export function refusal(error: unknown): ApplicationFailure | undefined {
   if (!(error instanceof ActivityFailure)) return undefined;
   const cause = error.cause;

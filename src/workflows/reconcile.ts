@@ -284,7 +284,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   setCurrentDetails(
     waitingDetails(key, resource, reason, holds('resolveSignalFence') ? undefined : input.fence),
   );
-  // Once per key episode, not again after a continue-as-new.
+  // Once per uncertain attempt, not again after a continue-as-new.
   if (workflowInfo().continuedFromExecutionRunId === undefined)
     metricMeter
       .createCounter(
@@ -321,7 +321,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     if (offer) {
       state = 'resolving';
       const current = offer;
-      // A verdict judges this run's episode unless it names one itself.
+      // A verdict judges this run's attempt unless it names one itself.
       const judged =
         current.resolution.fence === undefined && input.fence !== undefined
           ? { ...current.resolution, fence: input.fence }

@@ -1,7 +1,7 @@
 /**
  * `sideeffect resolve` where no ReconcileWorkflow waits (`--store-only` for keys no worker serves,
  * else held for a worker's check), its
- * refusals (not uncertain, an earlier episode's fence), --dry-run, --from-file, every JSON error's
+ * refusals (not uncertain, an earlier attempt's fence), --dry-run, --from-file, every JSON error's
  * code, and a Temporal that does not answer. Shared setup: fixture.ts.
  */
 import { writeFile } from 'node:fs/promises';
@@ -81,9 +81,9 @@ describe('sideeffect resolve through the store', () => {
     expect((await fx.store.inspect(free.key))?.state).toBe('free');
   });
 
-  it('resolve --fence of an earlier episode is refused (exit 1) and the key stays uncertain', async () => {
+  it('resolve --fence of an earlier attempt is refused (exit 1) and the key stays uncertain', async () => {
     const action = await uncertainKey();
-    const episode = (await fx.store.inspect(action.key))!.fence;
+    const attempt = (await fx.store.inspect(action.key))!.fence;
     expect(
       (
         await cli([
@@ -94,11 +94,11 @@ describe('sideeffect resolve through the store', () => {
           '--reason',
           'B checked',
           '--fence',
-          String(episode),
+          String(attempt),
         ])
       ).code,
     ).toBe(0);
-    // Re-applied, its response lost again: episode 2.
+    // Re-applied, its response lost again: attempt 2.
     const again = await fx.runner.execute(action, async () => {
       throw new Error('gateway timeout again');
     });
@@ -109,9 +109,9 @@ describe('sideeffect resolve through the store', () => {
       '--store-only',
       '--not-applied',
       '--reason',
-      'A checked episode 1',
+      'A checked attempt 1',
       '--fence',
-      String(episode),
+      String(attempt),
       '--json',
     ]);
     expect(late.code).toBe(1);

@@ -310,7 +310,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     await signalled.handle.result();
     expect((await fx.store.events(signalled.key)).at(-1)).toMatchObject({
       from: 'uncertain',
-      actor: 'you',
+      by: 'you',
       identity: 'ops-console@example.com',
     });
     const shown = await cli(['show', signalled.key]);
@@ -332,7 +332,7 @@ describe('sideeffect resolve racing the UI signal', () => {
     expect(ran.code, ran.stderr).toBe(0);
     const viaUpdate = (await fx.store.events(updated.key)).at(-1);
     expect(viaUpdate).toMatchObject({
-      actor: 'ann',
+      by: 'ann',
       identity: expect.stringMatching(/^sideeffect-cli:.+@.+ \(pid \d+\)$/),
     });
 

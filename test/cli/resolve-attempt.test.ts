@@ -326,7 +326,7 @@ describe('who decided: declared names beside the authenticated database role', (
     expect(signaled?.identity).toMatch(/^temporal-cli:[^@\s]+@\S+$/);
     expect((await fx.store.events(plain.key)).at(-1)).toMatchObject({
       from: 'uncertain',
-      actor: 'ann',
+      by: 'ann',
       identity: signaled!.identity,
       dbUser: workerRole,
     });
@@ -339,7 +339,7 @@ describe('who decided: declared names beside the authenticated database role', (
     );
     await forged.handle.result();
     expect((await fx.store.events(forged.key)).at(-1)).toMatchObject({
-      actor: 'the CFO',
+      by: 'the CFO',
       identity: 'cfo@bank.example',
       dbUser: workerRole,
     });
@@ -365,7 +365,7 @@ describe('who decided: declared names beside the authenticated database role', (
     ]);
     expect(ran.code, ran.stderr).toBe(0);
     const recorded = (await fx.store.events(viaUpdate.key)).at(-1)!;
-    expect(recorded.actor).toBe('ann');
+    expect(recorded.by).toBe('ann');
     expect(recorded.identity!.startsWith(`${me} (pid `)).toBe(true);
     expect(recorded.identity).toMatch(/ \(pid \d+\)$/);
     // Through the workflow, the worker wrote it.
@@ -414,7 +414,7 @@ describe('who decided: declared names beside the authenticated database role', (
       await client.end();
     }
     expect((await fx.store.events(key)).at(-1)).toMatchObject({
-      actor: 'cfo',
+      by: 'cfo',
       identity: 'cfo@bank.example',
       dbUser: operator.role,
     });

@@ -349,7 +349,7 @@ describe('sideeffect resolve --resource', () => {
     expect(stats.resolutions).toEqual(
       expect.arrayContaining([
         expect.objectContaining({
-          actor: 'carol',
+          by: 'carol',
           kind: 'person',
           verdict: 'not_applied',
           count: 3,
@@ -357,7 +357,7 @@ describe('sideeffect resolve --resource', () => {
       ]),
     );
     expect(
-      stats.resolutions.find((r: { actor: string }) => r.actor === 'carol').medianSeconds,
+      stats.resolutions.find((r: { by: string }) => r.by === 'carol').medianSeconds,
     ).toBeGreaterThanOrEqual(4);
     expect(stats.timeToResolution.count).toBe(
       stats.resolutions.reduce((sum: number, r: { count: number }) => sum + r.count, 0),

@@ -71,7 +71,7 @@ describe('resolve whose Update lands as --wait runs out', () => {
     expect(report.message).toMatch(/as the wait ran out/);
     const events = await store.events(action.key);
     expect(events.filter((e) => e.from === 'uncertain')).toEqual([
-      expect.objectContaining({ to: 'free', actor: 'ann', reason: 'not in the bank' }),
+      expect.objectContaining({ to: 'free', by: 'ann', reason: 'not in the bank' }),
     ]);
     // The CLI's recheck signal may end it on the store's copy of the same verdict first.
     expect(await harness.reconcile(action.key).result()).toMatchObject({ applied: false });

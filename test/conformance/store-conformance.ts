@@ -420,7 +420,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           from: 'uncertain',
           to: 'done',
           reason: 'seen in the bank statement',
-          actor: 'alice',
+          by: 'alice',
         });
       });
 
@@ -469,7 +469,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         ).rejects.toBeInstanceOf(NotUncertainError);
       });
 
-      it('a verdict names its episode: one for another fence is refused as stale, nothing written', async () => {
+      it('a verdict names its attempt: one for another fence is refused as stale, nothing written', async () => {
         const a = await uncertain();
         const fence = (await store.inspect(a.key))!.fence;
         const stale = store.resolveUncertain(a.key, {
@@ -492,7 +492,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         ).rejects.toBeInstanceOf(InvalidActionError);
       });
 
-      it('two deciders of one episode: the late verdict cannot judge the next episode (one ledger row)', async () => {
+      it('two deciders of one attempt: the late verdict cannot judge the next attempt (one ledger row)', async () => {
         const a = action();
         const sink = new MemoryFencedSink();
         const ledger: number[] = [];
@@ -502,37 +502,37 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           });
           await store.markUncertain(a, lease, 'response lost');
         };
-        // Episode 1: granted, never written, its response lost.
+        // Attempt 1: granted, never written, its response lost.
         const first = await grant(a);
         await store.markUncertain(a, first, 'response lost');
-        // Two deciders look during episode 1, both through the fence: not applied.
-        const episode = (await store.inspect(a.key))!.fence;
-        const probeFence = episode + 1;
+        // Two deciders look during attempt 1, both through the fence: not applied.
+        const attempt = (await store.inspect(a.key))!.fence;
+        const probeFence = attempt + 1;
         const seenByA = await sink.readFenced(a.resource, probeFence, async () => ledger.length);
         const seenByB = await sink.readFenced(a.resource, probeFence, async () => ledger.length);
         expect([seenByA, seenByB]).toEqual([0, 0]);
-        // B resolves; the key is re-applied, lands, loses its response: episode 2.
+        // B resolves; the key is re-applied, lands, loses its response: attempt 2.
         await store.resolveUncertain(a.key, {
           applied: false,
           reason: 'B: not in the ledger',
-          fence: episode,
+          fence: attempt,
         });
         await applyLosingResponse(await grant(a));
-        // A's verdict from episode 1 arrives late: refused, the key stays blocked.
+        // A's verdict from attempt 1 arrives late: refused, the key stays blocked.
         await expect(
           store.resolveUncertain(a.key, {
             applied: false,
             reason: 'A: not in the ledger',
-            fence: episode,
+            fence: attempt,
           }),
         ).rejects.toBeInstanceOf(StaleVerdictError);
         expect(await store.acquire(a, TTL)).toMatchObject({ outcome: 'uncertain' });
         expect(ledger).toHaveLength(1);
       });
 
-      it('a verdict without a fence judges the current episode; on a done key the fence must match too', async () => {
+      it('a verdict without a fence judges the current attempt; on a done key the fence must match too', async () => {
         const a = await uncertain();
-        await store.resolveUncertain(a.key, { applied: false, reason: 'first episode' });
+        await store.resolveUncertain(a.key, { applied: false, reason: 'first attempt' });
         const lease = await grant(a);
         await store.complete(a, lease, { payload: bytes('second') });
         await expect(
@@ -562,7 +562,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
     });
 
     describe('bookkeeping', () => {
-      it('records every transition with fence, reason and actor', async () => {
+      it('records every transition with fence, reason and who made it (by)', async () => {
         const a = action();
         const lease = await grant(a, false);
         await store.renew(a, lease, TTL, { applying: true });
@@ -574,9 +574,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           ['applying', 'done', 1],
         ]);
         expect(
-          events.every(
-            (e) => typeof e.at === 'number' && e.reason.length > 0 && e.actor.length > 0,
-          ),
+          events.every((e) => typeof e.at === 'number' && e.reason.length > 0 && e.by.length > 0),
         ).toBe(true);
       });
 
@@ -648,7 +646,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
     });
 
     describe('reconcile starts (one sweeper per store)', () => {
-      it('claims each uncertain key once per episode; again after restartAfterMs or a new episode', async () => {
+      it('claims each uncertain key once per attempt; again after restartAfterMs or a new attempt', async () => {
         if (!store.claimReconciles) return;
         const a = action();
         const lease = await grant(a);
@@ -716,7 +714,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         expect((await store.events(a.key)).at(-1)).toMatchObject({
           from: 'uncertain',
           to: 'uncertain',
-          actor: 'alice',
+          by: 'alice',
           identity: 'cli@host',
         });
 
@@ -727,7 +725,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           from: 'uncertain',
           to: 'done',
           reason: 'seen at the bank',
-          actor: 'alice',
+          by: 'alice',
           identity: 'cli@host',
         });
         expect(await store.pendingVerdictKeys(1000)).not.toContain(a.key);
@@ -760,7 +758,7 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           from: 'uncertain',
           to: 'uncertain',
           reason: 'verdict refused: chargeId: expected string',
-          actor: 'bob',
+          by: 'bob',
         });
         expect(await store.pendingVerdictKeys(1000)).toContain(a.key);
         expect(await store.judgeVerdict(second.verdict.id, { accept: true })).toMatchObject({

@@ -430,7 +430,7 @@ describe('lease keep-alive during apply', () => {
   });
 });
 
-describe('Runner.run and reconcile', () => {
+describe('Runner.run and resolve', () => {
   it('run returns the result for applied and replayed', async () => {
     const { runner } = setup();
     const a = action();
@@ -456,30 +456,30 @@ describe('Runner.run and reconcile', () => {
     ).rejects.toThrow('503');
   });
 
-  it('reconcile resolves an uncertain key: applied replays, first resolution wins', async () => {
+  it('resolve records a verdict on an uncertain key: applied replays, first resolution wins', async () => {
     const { runner } = setup();
     const a = action();
     await runner.execute(a, async () => {
       throw new Error('timeout');
     });
-    const verdict = await runner.reconcile(a, {
+    const verdict = await runner.resolve(a, {
       applied: true,
       result: { payload: bytes('found') },
       reason: 'in ledger',
     });
     expect(verdict.outcome).toBe('resolved');
-    const again = await runner.reconcile(a, { applied: false, reason: 'late' });
+    const again = await runner.resolve(a, { applied: false, reason: 'late' });
     expect(again.outcome).toBe('replayed');
     expect(text((await runner.run(a, ok('never'))).payload)).toBe('found');
   });
 
-  it('reconcile not applied lets the action run again', async () => {
+  it('resolve not applied lets the action run again', async () => {
     const { runner } = setup();
     const a = action();
     await runner.execute(a, async () => {
       throw new Error('timeout');
     });
-    await runner.reconcile(a, { applied: false, reason: 'not in ledger' });
+    await runner.resolve(a, { applied: false, reason: 'not in ledger' });
     expect((await runner.execute(a, ok('retry'))).outcome).toBe('applied');
   });
 });

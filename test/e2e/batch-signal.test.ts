@@ -112,7 +112,7 @@ describe('batch verdicts through Temporal batch signal', () => {
       expect((await store.events(key)).at(-1)).toMatchObject({
         from: 'uncertain',
         to: 'free',
-        actor: 'ops-batch',
+        by: 'ops-batch',
         reason: verdict.reason,
       });
     }

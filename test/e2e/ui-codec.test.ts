@@ -294,7 +294,7 @@ describe('a verdict from the Temporal UI with an encryption codec', () => {
       from: 'uncertain',
       to: 'done',
       reason: 'seen at the bank',
-      actor: 'ui-codec-test',
+      by: 'ui-codec-test',
     });
   }
 

@@ -362,7 +362,7 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
       to: 'done',
       fence,
       reason: 'seen in the ledger',
-      actor: 'ui-test',
+      by: 'ui-test',
       // The UI sends its signals without a Temporal identity: recorded as such, not as nothing.
       identity: '(none: the signal carried no identity, as the Temporal web UI sends it)',
       // The worker's database role recorded it, whatever the signal claimed.

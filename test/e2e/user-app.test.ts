@@ -273,7 +273,7 @@ describe.each(SDKS)('a user app on SDK $sdk', ({ sdk, envconfig }) => {
     expect(summary.results).toEqual({ cli: { chargeId: 'ch_cli' }, ui: { chargeId: 'ch_ui' } });
 
     // The store holds each verdict, with who decided and why.
-    for (const [key, result, actor, reason] of [
+    for (const [key, result, by, reason] of [
       [keys.cli, { chargeId: 'ch_cli' }, 'cli-operator', 'the bank statement shows the charge'],
       [keys.ui, { chargeId: 'ch_ui' }, 'ui-operator', 'seen in the bank export'],
     ] as const) {
@@ -283,7 +283,7 @@ describe.each(SDKS)('a user app on SDK $sdk', ({ sdk, envconfig }) => {
       expect((await store.events(key)).at(-1)).toMatchObject({
         from: 'uncertain',
         to: 'done',
-        actor,
+        by,
         reason,
       });
     }

@@ -232,9 +232,9 @@ describe('bad input changes nothing', () => {
         () => new Runner(store, { ttlMs: 0 }).execute(ok, async () => encodeJson(1)),
       ],
       [
-        'Runner.reconcile: lone surrogate',
+        'Runner.resolve: lone surrogate',
         'INVALID_ACTION',
-        () => runner.reconcile({ key: '\uDC00', resource: 'r' }, { applied: false, reason: 'x' }),
+        () => runner.resolve({ key: '\uDC00', resource: 'r' }, { applied: false, reason: 'x' }),
       ],
     ];
     for (const [input, expected, call] of cases) {

@@ -261,25 +261,25 @@ describe('reconciling an uncertain side effect', () => {
     expect(late.resolution).toEqual(resolution);
   });
 
-  it('a verdict judges one episode: after the key was re-applied and became uncertain again, the old episode is refused', async () => {
+  it('a verdict judges one attempt: after the key was re-applied and became uncertain again, the old attempt is refused', async () => {
     const order: Order = { account: 'u9', amount: 4, fail: 'before-write', blindProbe: true };
     const handle = await h.start('guarded', ['probedOrder', order, activity]);
     const key = `${handle.workflowId}/probedOrder`;
     const status = await h.waitForReconcile(key, 'waiting');
-    const episode = (await store.inspect(key))!.fence;
-    expect(status.fence).toBe(episode);
+    const attempt = (await store.inspect(key))!.fence;
+    expect(status.fence).toBe(attempt);
     const reconcile = h.reconcile(key);
 
-    // Another decider, outside this workflow, resolves episode 1; the key is re-applied and its
-    // response lost: episode 2, which this ReconcileWorkflow has never looked at.
+    // Another decider, outside this workflow, resolves attempt 1; the key is re-applied and its
+    // response lost: attempt 2, which this ReconcileWorkflow has never looked at.
     const action = { key, resource: status.resource, payload: encodeJson(order).payload };
-    await store.resolveUncertain(key, { applied: false, reason: 'elsewhere', fence: episode });
+    await store.resolveUncertain(key, { applied: false, reason: 'elsewhere', fence: attempt });
     const regrant = await store.acquire(action, 5_000, { applying: true });
     if (regrant.outcome !== 'granted') throw new Error(regrant.outcome);
     await store.markUncertain(action, regrant.lease, 'response lost again');
 
-    // A verdict without a fence is attached to this run's episode and refused as stale.
-    await reconcile.signal(resolveSignal, { applied: false, reason: 'looked at episode 1' });
+    // A verdict without a fence is attached to this run's attempt and refused as stale.
+    await reconcile.signal(resolveSignal, { applied: false, reason: 'looked at attempt 1' });
     const refused = await waitFor(async () => {
       const s = await reconcile.query(statusQuery);
       return s.rejected.length === 1 ? s : undefined;
@@ -291,7 +291,7 @@ describe('reconciling an uncertain side effect', () => {
 
     const stale = await reconcile
       .executeUpdate(resolveUpdate, {
-        args: [{ applied: false, reason: 'also episode 1', fence: episode }],
+        args: [{ applied: false, reason: 'also attempt 1', fence: attempt }],
       })
       .catch((e: unknown) => e);
     expect(stale).toBeInstanceOf(WorkflowUpdateFailedError);
@@ -300,9 +300,9 @@ describe('reconciling an uncertain side effect', () => {
     expect((cause as ApplicationFailure).type).toBe(SideEffectFailureType.StaleVerdict);
     expect((await store.inspect(key))?.state).toBe('uncertain');
 
-    // A verdict naming the current episode decides it.
+    // A verdict naming the current attempt decides it.
     const resolution = await reconcile.executeUpdate(resolveUpdate, {
-      args: [{ applied: false, reason: 'checked episode 2', fence: regrant.lease.fence }],
+      args: [{ applied: false, reason: 'checked attempt 2', fence: regrant.lease.fence }],
     });
     expect(resolution).toMatchObject({ applied: false, decidedBy: 'update' });
     expect(((await handle.result()) as SideEffectOutcome<unknown>).outcome).toBe('applied');

@@ -8,7 +8,7 @@ export const stats = defineCommand({
   name: 'stats',
   summary: 'uncertain backlog, who decides and how fast, from the store',
   usage: ['sideeffect stats [-o json]'],
-  about: `From the store: uncertain keys now and the oldest one's age, keys by state, uncertain episodes,
+  about: `From the store: uncertain keys now and the oldest one's age, keys by state, uncertain attempts,
 and for resolved ones who decided (probe:<effect>, cli:<user>, a person), which verdict and
 how long it took from uncertain to verdict.`,
   options: {},

@@ -3,11 +3,13 @@ import type { KeyState, UncertainBacklog } from '../../core/types.js';
 import { uncertainBacklog } from './key-statements.js';
 import { defaultSchema, int, quoteSchema } from './sql.js';
 
-/** One group of closed uncertain episodes: who recorded the verdict, which verdict, how long it took. */
+/** One group of resolved uncertain attempts: who recorded the verdict, which verdict, how long it took. */
 export interface ResolutionStats {
-  /** The recorded actor (`by`): a person, `probe:<effect>`, `cli:<user>`... */
+  /** Who recorded the verdict (`by`, stored in the `actor` column): a person, `probe:<effect>`, `cli:<user>`... */
+  by: string;
+  /** @deprecated since 0.2.0, removed in 0.3.0: use {@link ResolutionStats.by} (the same value). */
   actor: string;
-  /** `probe`, `cli` or `person`, read from the actor's shape. */
+  /** `probe`, `cli` or `person`, read from the shape of `by`. */
   kind: 'probe' | 'cli' | 'person';
   verdict: 'applied' | 'not_applied';
   count: number;
@@ -25,7 +27,9 @@ export interface ResolutionStats {
 export interface StoreStats {
   keys: Record<KeyState, number>;
   backlog: UncertainBacklog;
-  /** Times a key became uncertain (one per episode). */
+  /** Attempts that became uncertain (a key re-applied after a "not applied" verdict counts again). */
+  uncertainAttempts: number;
+  /** @deprecated since 0.2.0, removed in 0.3.0: use {@link StoreStats.uncertainAttempts} (the same value). */
   uncertainEpisodes: number;
   resolutions: ResolutionStats[];
   /** Over every resolution: from uncertain to verdict. */
@@ -47,8 +51,8 @@ export async function storeStats(
   options: { schema?: string } = {},
 ): Promise<StoreStats> {
   const s = quoteSchema(options.schema ?? defaultSchema());
-  // Every uncertain episode: the event that entered `uncertain`, then the one that left it.
-  const episodes = `with marks as (
+  // Every uncertain attempt: the event that entered `uncertain`, then the one that left it.
+  const attempts = `with marks as (
       select to_state, from_state, actor, at, pg_catalog.lag(at) over (partition by key order by id) as since
         from ${s}.events where to_state = 'uncertain' or from_state = 'uncertain'
     ), closed as (
@@ -74,13 +78,13 @@ export async function storeStats(
       median: number;
       max: number;
     }>(
-      `${episodes} select actor, to_state, pg_catalog.count(*) as n,
+      `${attempts} select actor, to_state, pg_catalog.count(*) as n,
          pg_catalog.percentile_cont(0.5::double precision) within group (order by seconds) as median,
          pg_catalog.max(seconds) as max
        from closed group by actor, to_state order by n desc, actor`,
     );
     const overall = await client.query<{ n: string; median: number; p95: number; max: number }>(
-      `${episodes} select pg_catalog.count(*) as n,
+      `${attempts} select pg_catalog.count(*) as n,
          coalesce(pg_catalog.percentile_cont(0.5::double precision) within group (order by seconds), 0) as median,
          coalesce(pg_catalog.percentile_cont(0.95::double precision) within group (order by seconds), 0) as p95,
          coalesce(pg_catalog.max(seconds), 0) as max
@@ -96,10 +100,12 @@ export async function storeStats(
         count: int(backlog.rows[0]!.count),
         oldestAgeMs: Math.max(0, int(backlog.rows[0]!.oldest_age_ms)),
       },
+      uncertainAttempts: int(opened.rows[0]!.n),
       uncertainEpisodes: int(opened.rows[0]!.n),
       resolutions: groups.rows.map((row) => ({
+        by: row.actor,
         actor: row.actor,
-        kind: actorKind(row.actor),
+        kind: kindOf(row.actor),
         verdict: row.to_state === 'done' ? 'applied' : 'not_applied',
         count: int(row.n),
         medianSeconds: row.median,
@@ -120,8 +126,8 @@ export async function storeStats(
   }
 }
 
-function actorKind(actor: string): ResolutionStats['kind'] {
-  if (actor.startsWith('probe:')) return 'probe';
-  if (actor === 'cli' || actor.startsWith('cli:')) return 'cli';
+function kindOf(by: string): ResolutionStats['kind'] {
+  if (by.startsWith('probe:')) return 'probe';
+  if (by === 'cli' || by.startsWith('cli:')) return 'cli';
   return 'person';
 }

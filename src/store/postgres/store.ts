@@ -521,6 +521,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
       to: row.to_state,
       fence: int(row.fence),
       reason: maskConnectionString(row.reason),
+      by: row.actor,
       actor: row.actor,
       ...(row.identity === null ? {} : { identity: row.identity }),
       ...(row.db_user === null ? {} : { dbUser: row.db_user }),

@@ -310,7 +310,7 @@ async function isOwnVerdict(store: Store, key: string, input: ResolveInput, iden
     verdict.identity === identity &&
     verdict.to === (input.applied ? 'done' : 'free') &&
     verdict.reason === input.reason &&
-    (input.by === undefined || verdict.actor === input.by)
+    (input.by === undefined || verdict.by === input.by)
   );
 }
 
@@ -318,10 +318,10 @@ async function isOwnVerdict(store: Store, key: string, input: ResolveInput, iden
 async function resolvedNotApplied(store: Store, key: string) {
   const last = (await store.events(key)).at(-1);
   if (last?.from !== 'uncertain' || last.to !== 'free') return undefined;
-  return { applied: false, reason: last.reason, by: last.actor };
+  return { applied: false, reason: last.reason, by: last.by };
 }
 
-/** The ReconcileWorkflow's Update refused the verdict as judging another episode: the store's error, rebuilt. */
+/** The ReconcileWorkflow's Update refused the verdict as judging another attempt: the store's error, rebuilt. */
 function staleVerdict(key: string, error: unknown): StaleVerdictError | undefined {
   const cause = error instanceof WorkflowUpdateFailedError ? error.cause : undefined;
   if (!(cause instanceof ApplicationFailure) || cause.type !== SideEffectFailureType.StaleVerdict)

@@ -121,7 +121,7 @@ async function dryRunOne(
   if (record?.state === 'done') return { already: 'already decided: applied' };
   const last = record?.state === 'free' ? (await store.events(key)).at(-1) : undefined;
   if (last?.from === 'uncertain' && last.to === 'free')
-    return { already: `already decided by ${last.actor}: not applied (${last.reason})` };
+    return { already: `already decided by ${last.by}: not applied (${last.reason})` };
   return {
     code: 'NOT_UNCERTAIN',
     message: record ? `key "${key}" is not uncertain (state: ${record.state})` : `no key "${key}"`,
