@@ -115,6 +115,12 @@ export interface AcquireHit {
 /** An acquire function's row through to_jsonb: numbers as numbers, bytea as its text form. */
 export type AcquireJson = Omit<AcquireRow, 'o_result'> & { o_result: string | null };
 
+/**
+ * acquire()'s `o_outcome` for a grant: `applied` in the schema (0001_init.sql, frozen, and 0.1.0
+ * workers read it), `granted` in TypeScript, where `applied` means only that an apply took effect.
+ */
+export const GRANTED_ROW = 'applied';
+
 /** What the acquire functions answer. */
 export interface AcquireRow {
   o_outcome: string;

@@ -53,6 +53,7 @@ import {
   type AcquireRow,
   FIRST_LOOK,
   fromJson,
+  GRANTED_ROW,
   KEY_SQL,
   type KeyRow,
   parseBytea,
@@ -341,7 +342,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     transactional: boolean,
   ): Promise<Acquisition> {
     switch (row.o_outcome) {
-      case 'applied': // the schema's word for a grant (frozen in 0001_init.sql)
+      case GRANTED_ROW:
         return {
           outcome: 'granted',
           lease: {

@@ -16,7 +16,13 @@ import type { Acquisition, Action, Key, Result } from '../../core/types.js';
 import { checkAction, checkBytes, checkLeaseTtl, type Limits } from '../../core/validate.js';
 import { transactionalDigest } from '../digest.js';
 import { AttemptConnection } from './attempt-connection.js';
-import { type AcquireJson, type AcquireRow, FIRST_LOOK, fromJson } from './key-statements.js';
+import {
+  type AcquireJson,
+  type AcquireRow,
+  FIRST_LOOK,
+  fromJson,
+  GRANTED_ROW,
+} from './key-statements.js';
 import { checkoutFor, lockWaitExceeded, type StatementRunner, statementRunner } from './session.js';
 import { asBuffer, int, plainBytes, type Statement, statements } from './sql.js';
 import {
@@ -258,7 +264,7 @@ export class PgTransactional {
         ]);
         judged = rechecked.rows[0]!;
       }
-      if (judged && judged.o_outcome !== 'applied') {
+      if (judged && judged.o_outcome !== GRANTED_ROW) {
         // No other answer keeps a write; the transaction ends before a conflict's binding is
         // looked up on another connection.
         await connection.rollBack();
