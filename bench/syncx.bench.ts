@@ -1,6 +1,6 @@
 /**
  * syncx throughput in one process and one run, 100,000 trivial async tasks at concurrency 8
- * and 64: fanInLimit vs p-map (target >= 1.0x), and Gate acquire/release vs the same code with
+ * and 64: settleAll vs p-map (target >= 1.0x), and Gate acquire/release vs the same code with
  * no gate at all (target >= 0.9x: within 10% of that ceiling, which no gate can beat; p-limit
  * shown for information). Each measurement runs several times, alternating which side goes
  * first, from a freshly collected heap; the median counts. Prints whether each target holds
@@ -11,7 +11,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import pLimit from 'p-limit';
 import pMap from 'p-map';
-import { fanInLimit, Gate } from '../src/syncx/index.js';
+import { Gate, settleAll } from '../src/syncx/index.js';
 
 const TASKS = 100_000;
 const ROUNDS = 7;
@@ -29,7 +29,7 @@ const indices = Array.from({ length: TASKS }, (_, i) => i);
 type Contender = (concurrency: number) => Promise<number>;
 
 const contenders = {
-  fanInLimit: async (c) => (await fanInLimit(TASKS, c, task)).length,
+  settleAll: async (c) => (await settleAll(TASKS, task, { concurrency: c })).length,
   'p-map': async (c) => (await pMap(indices, task, { concurrency: c })).length,
   // Same shape as p-limit: every task is submitted up front and waits its turn.
   'Gate acquire/release': async (c) => {
@@ -84,7 +84,7 @@ const contenders = {
 
 type Name = keyof typeof contenders;
 const comparisons: { ours: Name; peer: Name; target?: number }[] = [
-  { ours: 'fanInLimit', peer: 'p-map', target: 1.0 },
+  { ours: 'settleAll', peer: 'p-map', target: 1.0 },
   { ours: 'Gate acquire/release', peer: 'no gate (ceiling)', target: 0.9 },
   { ours: 'Gate acquire/release', peer: 'p-limit' },
   { ours: 'no gate (ceiling)', peer: 'p-limit' },

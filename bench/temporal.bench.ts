@@ -15,12 +15,12 @@
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { defineEffect } from '../src/activities/index.js';
 import type { Store } from '../src/core/store.js';
 import { MemoryStore } from '../src/store/memory.js';
 import { migrate, PgStore } from '../src/store/postgres/index.js';
-import { createWorker } from '../src/worker/index.js';
+import { SideEffectPlugin } from '../src/worker/index.js';
 import {
   assertPostgresReachable,
   type FreshSchema,
@@ -78,11 +78,9 @@ async function main(): Promise<void> {
   const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
   const client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
   const taskQueue = uniqueTaskQueue('bench-temporal');
-  const worker = await createWorker({
-    connection: await NativeConnection.connect({ address: TEMPORAL_ADDRESS }),
+  const native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
+  const plugin = new SideEffectPlugin({
     client,
-    namespace: TEMPORAL_NAMESPACE,
-    taskQueue,
     store,
     ttlMs: 30_000,
     effects: {
@@ -91,9 +89,15 @@ async function main(): Promise<void> {
         apply: (input: { n: number }) => work(input),
       }),
     },
+    sweepEveryMs: 0,
+  });
+  const worker = await Worker.create({
+    connection: native,
+    namespace: TEMPORAL_NAMESPACE,
+    taskQueue,
     activities: { plainWrite: work },
     workflowsPath: WORKFLOWS_PATH,
-    sweepEveryMs: 0,
+    plugins: [plugin],
   });
   const running = worker.run();
 
@@ -153,6 +157,7 @@ async function main(): Promise<void> {
   } finally {
     worker.shutdown();
     await running;
+    await native.close();
     await connection.close();
     await close();
   }

@@ -1,9 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
-
-export { NotAppliedError } from '../core/errors.js';
-
 import { Runner } from '../core/runner.js';
 import { isTransactionalStore, type Store, TRANSACTION_ISOLATIONS } from '../core/store.js';
 import { checkTtl } from '../core/validate.js';

@@ -45,7 +45,7 @@ export interface CodecServer {
 }
 
 /** A request the codec server refuses: the HTTP status and a stable `code` in the JSON body. */
-export class CodecRequestError extends Error {
+class CodecRequestError extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
@@ -63,14 +63,14 @@ export const MAX_BODY_BYTES = 16 * 1024 * 1024;
  * Above the 6 connections a browser opens to one host, so one person's UI is never refused;
  * the memory cap below is what bounds the process.
  */
-export const DEFAULT_MAX_CONCURRENT = 16;
+const DEFAULT_MAX_CONCURRENT = 16;
 
 /**
  * A request costs several times its body while decoded (JSON, base64, the codec's output, the
  * answer), and nothing else bounds how many a caller sends. Measured: 8 concurrent 14 MB decodes
  * grew the process by 148 MB uncapped, by 72 MB with this cap (2 served, 6 told 503).
  */
-export const DEFAULT_MAX_IN_FLIGHT_BYTES = 32 * 1024 * 1024;
+const DEFAULT_MAX_IN_FLIGHT_BYTES = 32 * 1024 * 1024;
 
 /** A token that fits a URL path unescaped and is not guessable by trying. */
 const TOKEN = /^[A-Za-z0-9._~-]{16,}$/;
@@ -140,7 +140,7 @@ function bytes(value: unknown, bad: () => Error): Uint8Array {
 }
 
 /** Payloads as protobuf JSON: standard base64, padded. */
-export function formatPayloads(payloads: Payload[]): {
+function formatPayloads(payloads: Payload[]): {
   payloads: { metadata: Record<string, string>; data: string }[];
 } {
   return {
@@ -162,7 +162,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** Encode runs the codecs in order, decode in reverse, as the SDK's Client and Worker do. */
-export async function applyCodecs(
+async function applyCodecs(
   codecs: PayloadCodec[],
   direction: 'encode' | 'decode',
   payloads: Payload[],

@@ -27,9 +27,11 @@ export type SideEffectErrorCode =
   | 'UNSUPPORTED_SDK';
 
 /**
- * Codes of 0.1 that a rename replaced, still matched by {@link hasCode} until 0.3:
+ * Codes of 0.1 that a rename replaced, still matched by {@link hasCode}:
  * `OUTCOME_UNKNOWN` (now `OUTCOME_UNCERTAIN`) and `UNKNOWN_OUTCOME` (now
  * `UNEXPECTED_STORE_ANSWER`), two errors whose codes differed only in word order.
+ * @deprecated since 0.2.0, removed in 0.3.0: match `OUTCOME_UNCERTAIN` and
+ * `UNEXPECTED_STORE_ANSWER`; `hasCode` stops matching these then.
  */
 export type FormerErrorCode = 'OUTCOME_UNKNOWN' | 'UNKNOWN_OUTCOME';
 
@@ -473,16 +475,6 @@ export function isNotApplied(error: unknown): boolean {
     (typeof error === 'object' && error !== null && rolledBack.has(error))
   );
 }
-
-/** @deprecated Renamed {@link OutcomeUncertainError} (one name for "uncertain"); same class. */
-export const OutcomeUnknownError = OutcomeUncertainError;
-/** @deprecated Renamed {@link OutcomeUncertainError}. */
-export type OutcomeUnknownError = OutcomeUncertainError;
-
-/** @deprecated Renamed {@link UnexpectedStoreAnswerError} (it is not about an effect's outcome); same class. */
-export const UnknownOutcomeError = UnexpectedStoreAnswerError;
-/** @deprecated Renamed {@link UnexpectedStoreAnswerError}. */
-export type UnknownOutcomeError = UnexpectedStoreAnswerError;
 
 /**
  * The Temporal SDK on this worker cannot run the library's waiting workflows: its workflow

@@ -30,9 +30,6 @@ export type RetrySafety = 'unknown' | 'safe' | 'unsafe';
  */
 export type AcquireOutcome = 'granted' | 'replayed' | 'contended' | 'uncertain';
 
-/** @deprecated Renamed {@link AcquireOutcome}; a grant is `'granted'`, no longer `'applied'`. */
-export type Outcome = AcquireOutcome;
-
 /** One side effect to be applied at most once. */
 export interface Action {
   /** Idempotency key; non-empty. */

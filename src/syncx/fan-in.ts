@@ -10,7 +10,7 @@ import { toCapacity, toCount } from './validate.js';
  * non-Error becomes a {@link PanicError} in its slot (and goes to the panic hook), a
  * synchronous throw counts like a rejection, and the returned promise never rejects.
  * `n <= 0` resolves to `[]`.
- * @deprecated Use `settleAll(n, fn)`; removed in 0.3.
+ * @deprecated since 0.2.0, removed in 0.3.0: use `settleAll(n, fn)`.
  */
 export function fanInErr<T>(
   n: number,
@@ -26,7 +26,7 @@ export function fanInErr<T>(
  * Why: a fan-out over dozens or thousands of items that each hit a database or remote API
  * must not open them all at once and overload the downstream. `limit <= 0` or `Infinity`
  * means unlimited.
- * @deprecated Use `settleAll(n, fn, { concurrency: limit })`; removed in 0.3.
+ * @deprecated since 0.2.0, removed in 0.3.0: use `settleAll(n, fn, { concurrency: limit })`.
  */
 export function fanInLimit<T>(
   n: number,
@@ -47,7 +47,8 @@ export function fanInLimit<T>(
  * flight finish and keep their results. An already-aborted signal calls `fn` not once. A
  * call that rejects with the signal's own reason keeps it as is (cancellation is not a
  * panic, even when the reason is not an Error). Still resolves only when every slot settled.
- * @deprecated Use `settleAll(n, (i, signal) => …, { concurrency: limit, signal })`; removed in 0.3.
+ * @deprecated since 0.2.0, removed in 0.3.0: use
+ * `settleAll(n, (i, signal) => …, { concurrency: limit, signal })`.
  */
 export function fanInLimitCtx<T>(
   signal: AbortSignal,

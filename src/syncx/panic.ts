@@ -40,9 +40,11 @@ export function onPanic(next: PanicHandler | undefined): PanicHandler {
 
 /**
  * The 0.1 name of {@link onPanic}.
- * @deprecated Use `onPanic`; removed in 0.3.
+ * @deprecated since 0.2.0, removed in 0.3.0: use {@link onPanic}.
  */
-export const setPanicHandler: (next: PanicHandler | undefined) => PanicHandler = onPanic;
+export function setPanicHandler(next: PanicHandler | undefined): PanicHandler {
+  return onPanic(next);
+}
 
 /** Passes `Error`s through and wraps and reports anything else. */
 export function capturePanic(thrown: unknown): unknown {

@@ -16,7 +16,8 @@ export { missingSearchAttributes, searchAttributeCreateCommand } from './search-
 
 /**
  * `createWorker`'s options: the plugin's options plus how to reach Temporal and which workflows to bundle.
- * @deprecated With {@link createWorker}; removed in 0.3.
+ * @deprecated since 0.2.0, removed in 0.3.0: with {@link createWorker}, use `Worker.create` and
+ * {@link SideEffectPluginOptions}.
  */
 export interface CreateWorkerOptions extends SideEffectPluginOptions, Omit<ClusterOptions, 'env'> {
   taskQueue: string;
@@ -56,7 +57,7 @@ export interface CreateWorkerOptions extends SideEffectPluginOptions, Omit<Clust
 
 /**
  * A Worker with the side-effect activities and workflows registered, plus the sweeper tied to its run.
- * @deprecated With {@link createWorker}; removed in 0.3.
+ * @deprecated since 0.2.0, removed in 0.3.0: with {@link createWorker}, use the `Worker` itself.
  */
 export interface SideEffectWorker {
   worker: Worker;
@@ -73,8 +74,9 @@ export interface SideEffectWorker {
  * configuration, closed when `run()` ends; a connection error is masked
  * (`maskConnectionString`) before it is thrown.
  *
- * @deprecated A second way to build the same Worker. Build it yourself and add the plugin, as
- * docs/getting-started.md does; removed in 0.3:
+ * @deprecated since 0.2.0, removed in 0.3.0: use `Worker.create` with {@link SideEffectPlugin}.
+ * This is a second way to build the same Worker; build it yourself and add the plugin, as
+ * docs/getting-started.md does:
  * ```ts
  * const { connectionOptions, namespace } = clusterSettings();
  * const connection = await NativeConnection.connect(connectionOptions);

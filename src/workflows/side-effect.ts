@@ -177,12 +177,12 @@ function listen(): void {
 /**
  * A guarded call by name, resolving to its result.
  *
- * @deprecated Use {@link proxySideEffects}: `proxySideEffects<typeof effects>().charge(input,
- * { step })` is the same call, typed per effect (for a name chosen at run time,
- * `(await runSideEffect(name, input)).result`). Removed in 0.3.
+ * @deprecated since 0.2.0, removed in 0.3.0: use {@link proxySideEffects}:
+ * `proxySideEffects<typeof effects>().charge(input, { step })` is the same call, typed per effect
+ * (for a name chosen at run time, `(await runSideEffect(name, input)).result`).
  */
 export function sideEffect<E>(...call: SideEffectArgs<E>): Promise<EffectResult<E[EffectName<E>]>>;
-/** @deprecated Use {@link proxySideEffects}. Removed in 0.3. */
+/** @deprecated since 0.2.0, removed in 0.3.0: use {@link proxySideEffects}. */
 export function sideEffect<R = unknown, I = unknown>(
   effect: string & UntypedOnly<R>,
   input: I,

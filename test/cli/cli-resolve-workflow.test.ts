@@ -7,9 +7,10 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, WorkflowUpdateFailedError } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
-import { createWorker } from '../../src/worker/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
   ReconcileWorkflow,
   reconcileWorkflowId,
@@ -17,7 +18,7 @@ import {
   resolveUpdate,
   statusQuery,
 } from '../../src/workflows/index.js';
-import { uniqueTaskQueue } from '../support/temporal.js';
+import { TEMPORAL_ADDRESS, uniqueTaskQueue } from '../support/temporal.js';
 import { type Harness, startHarness, testBundle } from '../temporal/harness.js';
 import { cliFixture } from './fixture.js';
 
@@ -271,14 +272,20 @@ describe('sideeffect resolve racing the UI signal', () => {
       expect((await fx.store.inspect(key))?.state).toBe('uncertain');
 
       // A worker comes back: the ReconcileWorkflow ends on the store's verdict.
-      const worker = await createWorker({
-        store: fx.store,
-        effects: {},
-        ttlMs: 30_000,
-        sweepEveryMs: 0,
-        client: harness.client,
+      const connection = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
+      const worker = await Worker.create({
+        connection,
         taskQueue: idle,
         workflowBundle: await testBundle(),
+        plugins: [
+          new SideEffectPlugin({
+            store: fx.store,
+            effects: {},
+            ttlMs: 30_000,
+            sweepEveryMs: 0,
+            client: harness.client,
+          }),
+        ],
       });
       const running = worker.run();
       try {
@@ -286,6 +293,7 @@ describe('sideeffect resolve racing the UI signal', () => {
       } finally {
         worker.shutdown();
         await running;
+        await connection.close();
       }
       expect((await fx.store.inspect(key))?.state).toBe('free');
       expect(

@@ -12,14 +12,14 @@
  */
 import { fileURLToPath } from 'node:url';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveInstructions } from '../../examples/instructions.js';
 import { defineEffect } from '../../src/activities/index.js';
 import { decodeJson } from '../../src/core/index.js';
 import { migrate, PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
-import { createWorker, type SideEffectWorker } from '../../src/worker/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
   type ReconcileResolution,
   type ReconcileStatus,
@@ -87,7 +87,7 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
   let connection: Connection;
   let native: NativeConnection;
   let client: Client;
-  let worker: SideEffectWorker;
+  let worker: Worker;
   const taskQueue = uniqueTaskQueue('ui-resolve');
   let running: Promise<void>;
   let browser: Browser;
@@ -142,16 +142,12 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
     native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
     client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
-    worker = await createWorker({
-      store,
-      effects,
-      ttlMs: 5_000,
-      sweepEveryMs: 0,
-      client,
+    worker = await Worker.create({
       connection: native,
       namespace: TEMPORAL_NAMESPACE,
       taskQueue,
       workflowsPath: WORKFLOWS_PATH,
+      plugins: [new SideEffectPlugin({ store, effects, ttlMs: 5_000, sweepEveryMs: 0, client })],
     });
     running = worker.run();
     browser = await launchChromium();

@@ -1,14 +1,10 @@
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
-  fanInErr,
-  fanInLimit,
-  fanInLimitCtx,
   onPanic,
   PanicError,
   type PanicHandler,
   SyncxError,
-  setPanicHandler,
   settleAll,
 } from '../../src/syncx/index.js';
 import { type Deferred, deferred, flush, track } from './helpers.js';
@@ -17,10 +13,10 @@ let panics: PanicError[] = [];
 let restore: PanicHandler;
 beforeEach(() => {
   panics = [];
-  restore = setPanicHandler((error) => panics.push(error));
+  restore = onPanic((error) => panics.push(error));
 });
 afterEach(() => {
-  setPanicHandler(restore);
+  onPanic(restore);
 });
 
 /** Calls that stay in flight until the test settles them; records start order and peak. */
@@ -43,11 +39,9 @@ function controlled<T>(n: number) {
 }
 
 const variants = {
-  fanInErr: <T>(n: number, fn: (i: number) => T | PromiseLike<T>) => fanInErr(n, fn),
-  fanInLimit: <T>(n: number, fn: (i: number) => T | PromiseLike<T>) => fanInLimit(n, 3, fn),
-  fanInLimitCtx: <T>(n: number, fn: (i: number) => T | PromiseLike<T>) =>
-    fanInLimitCtx(new AbortController().signal, n, 3, (_signal, i) => fn(i)),
   settleAll: <T>(n: number, fn: (i: number) => T | PromiseLike<T>) => settleAll(n, fn),
+  'settleAll with concurrency': <T>(n: number, fn: (i: number) => T | PromiseLike<T>) =>
+    settleAll(n, fn, { concurrency: 3 }),
   'settleAll with concurrency and signal': <T>(n: number, fn: (i: number) => T | PromiseLike<T>) =>
     settleAll(n, (i) => fn(i), { concurrency: 3, signal: new AbortController().signal }),
 };
@@ -140,21 +134,24 @@ describe('argument validation', () => {
   it.each([Number.NaN, Number.POSITIVE_INFINITY, 1.5, '3'])(
     'rejects n = %s synchronously with INVALID_COUNT',
     (n) => {
-      expect(() => fanInErr(n as number, () => 0)).toThrow(
+      expect(() => settleAll(n as number, () => 0)).toThrow(
         expect.objectContaining({ code: 'INVALID_COUNT' }),
       );
-      expect(() => fanInLimit(n as number, 2, () => 0)).toThrow(SyncxError);
+      expect(() => settleAll(n as number, () => 0, { concurrency: 2 })).toThrow(SyncxError);
     },
   );
 
   it.each([Number.NaN, 2.5, '2'])(
-    'rejects limit = %s synchronously with INVALID_CAPACITY',
+    'rejects concurrency = %s synchronously with INVALID_CAPACITY',
     (limit) => {
-      expect(() => fanInLimit(3, limit as number, () => 0)).toThrow(
+      expect(() => settleAll(3, () => 0, { concurrency: limit as number })).toThrow(
         expect.objectContaining({ code: 'INVALID_CAPACITY' }),
       );
       expect(() =>
-        fanInLimitCtx(new AbortController().signal, 3, limit as number, () => 0),
+        settleAll(3, () => 0, {
+          concurrency: limit as number,
+          signal: new AbortController().signal,
+        }),
       ).toThrow(SyncxError);
     },
   );
@@ -180,24 +177,29 @@ describe('fan-in concurrency', () => {
     [8, 10],
     [8, 3],
     [20, 20],
-  ])('runs at most min(limit=%s, n=%s) calls at once', async (limit, n) => {
-    expect(await peakOf((fn) => fanInLimit(n, limit, fn))).toBe(Math.min(limit, n));
+  ])('runs at most min(concurrency=%s, n=%s) calls at once', async (limit, n) => {
+    expect(await peakOf((fn) => settleAll(n, fn, { concurrency: limit }))).toBe(Math.min(limit, n));
     expect(
-      await peakOf((fn) => fanInLimitCtx(new AbortController().signal, n, limit, (_, i) => fn(i))),
+      await peakOf((fn) =>
+        settleAll(n, fn, { concurrency: limit, signal: new AbortController().signal }),
+      ),
     ).toBe(Math.min(limit, n));
   });
 
-  it.each([0, -1, Number.POSITIVE_INFINITY])('treats limit %s as unlimited', async (limit) => {
-    expect(await peakOf((fn) => fanInLimit(40, limit, fn))).toBe(40);
-  });
+  it.each([0, -1, Number.POSITIVE_INFINITY])(
+    'treats concurrency %s as unlimited',
+    async (limit) => {
+      expect(await peakOf((fn) => settleAll(40, fn, { concurrency: limit }))).toBe(40);
+    },
+  );
 
-  it('runs every call at once in fanInErr', async () => {
-    expect(await peakOf((fn) => fanInErr(30, fn))).toBe(30);
+  it('runs every call at once without a concurrency', async () => {
+    expect(await peakOf((fn) => settleAll(30, fn))).toBe(30);
   });
 
   it('starts indices in ascending order from a shared counter', async () => {
     const { fn, gates, started } = controlled<number>(6);
-    const result = fanInLimit(6, 2, fn);
+    const result = settleAll(6, fn, { concurrency: 2 });
     await flush();
     expect(started).toEqual([0, 1]);
     gates[1]!.resolve(1);
@@ -221,16 +223,20 @@ describe('fan-in concurrency', () => {
           const calls = new Array<number>(Math.max(n, 0)).fill(0);
           let running = 0;
           let peak = 0;
-          const result = await fanInLimit(n, limit, async (i) => {
-            calls[i]!++;
-            running++;
-            peak = Math.max(peak, running);
-            const ticks = delays.next().value as number;
-            for (let k = 0; k < ticks; k++) await Promise.resolve();
-            running--;
-            if (ticks === 6) throw new Error(`e${i}`);
-            return i * 10;
-          });
+          const result = await settleAll(
+            n,
+            async (i) => {
+              calls[i]!++;
+              running++;
+              peak = Math.max(peak, running);
+              const ticks = delays.next().value as number;
+              for (let k = 0; k < ticks; k++) await Promise.resolve();
+              running--;
+              if (ticks === 6) throw new Error(`e${i}`);
+              return i * 10;
+            },
+            { concurrency: limit },
+          );
           expect(result).toHaveLength(n);
           result.forEach((slot, i) => {
             if (slot.status === 'fulfilled') expect(slot.value).toBe(i * 10);
@@ -245,13 +251,17 @@ describe('fan-in concurrency', () => {
   });
 });
 
-describe('fanInLimitCtx abort', () => {
+describe('settleAll abort', () => {
   it('passes the signal and the index to fn', async () => {
     const { signal } = new AbortController();
-    const seen: [AbortSignal, number][] = [];
-    await fanInLimitCtx(signal, 3, 2, (s, i) => {
-      seen.push([s, i]);
-    });
+    const seen: [AbortSignal | undefined, number][] = [];
+    await settleAll(
+      3,
+      (i, s) => {
+        seen.push([s, i]);
+      },
+      { concurrency: 2, signal },
+    );
     expect(seen).toEqual([
       [signal, 0],
       [signal, 1],
@@ -262,7 +272,7 @@ describe('fanInLimitCtx abort', () => {
   it('stops starting calls after abort, keeps in-flight results, fills the rest with the reason', async () => {
     const controller = new AbortController();
     const { fn, gates, started } = controlled<string>(10);
-    const outcome = track(fanInLimitCtx(controller.signal, 10, 3, (_, i) => fn(i)));
+    const outcome = track(settleAll(10, fn, { concurrency: 3, signal: controller.signal }));
     await flush();
     gates[0]!.resolve('zero');
     await flush();
@@ -294,7 +304,7 @@ describe('fanInLimitCtx abort', () => {
 
   it('calls fn not once for an already-aborted signal and rejects every slot with its reason', async () => {
     const fn = vi.fn();
-    const result = await fanInLimitCtx(AbortSignal.abort('early'), 5, 2, fn);
+    const result = await settleAll(5, fn, { concurrency: 2, signal: AbortSignal.abort('early') });
     expect(fn).not.toHaveBeenCalled();
     expect(result).toEqual(
       Array.from({ length: 5 }, () => ({ status: 'rejected', reason: 'early' })),
@@ -304,11 +314,15 @@ describe('fanInLimitCtx abort', () => {
 
   it('keeps a non-Error abort reason rethrown by an in-flight call as is, not as a panic', async () => {
     const controller = new AbortController();
-    const result = fanInLimitCtx(controller.signal, 2, 0, (signal) => {
-      return new Promise((_, reject) => {
-        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-      });
-    });
+    const result = settleAll(
+      2,
+      (_, signal) => {
+        return new Promise((_, reject) => {
+          signal!.addEventListener('abort', () => reject(signal!.reason), { once: true });
+        });
+      },
+      { concurrency: 0, signal: controller.signal },
+    );
     await flush();
     controller.abort('stop');
     expect(await result).toEqual([
@@ -320,7 +334,7 @@ describe('fanInLimitCtx abort', () => {
 
   it('changes nothing when the abort comes after every call finished', async () => {
     const controller = new AbortController();
-    const result = await fanInLimitCtx(controller.signal, 3, 1, (_, i) => i);
+    const result = await settleAll(3, (i) => i, { concurrency: 1, signal: controller.signal });
     controller.abort();
     expect(result.map((slot) => slot.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
   });
@@ -328,7 +342,7 @@ describe('fanInLimitCtx abort', () => {
 
 describe('panic handler', () => {
   it('gets the same PanicError instance that lands in the slot, once per panic', async () => {
-    const result = await fanInErr(2, (i) => {
+    const result = await settleAll(2, (i) => {
       if (i === 1) throw 'x';
       return i;
     });
@@ -339,10 +353,10 @@ describe('panic handler', () => {
   });
 
   it('does not let a throwing handler reject the fan-in', async () => {
-    setPanicHandler(() => {
+    onPanic(() => {
       throw new Error('broken hook');
     });
-    const result = await fanInErr(1, () => {
+    const result = await settleAll(1, () => {
       throw 42;
     });
     expect((result[0] as PromiseRejectedResult).reason).toBeInstanceOf(PanicError);
@@ -350,11 +364,11 @@ describe('panic handler', () => {
 
   it('returns the previous handler and restores the console.error default on undefined', async () => {
     const mine: PanicHandler = () => {};
-    setPanicHandler(mine);
-    expect(setPanicHandler(undefined)).toBe(mine);
+    onPanic(mine);
+    expect(onPanic(undefined)).toBe(mine);
     const log = vi.spyOn(console, 'error').mockImplementation(() => {});
     try {
-      await fanInErr(1, () => {
+      await settleAll(1, () => {
         throw undefined;
       });
       expect(log).toHaveBeenCalledTimes(1);
@@ -372,7 +386,7 @@ describe('panic handler', () => {
   });
 });
 
-describe('settleAll, the 0.2 name of the fan-ins', () => {
+describe('settleAll options', () => {
   it('runs at most `concurrency` calls at once, and all at once without it', async () => {
     let running = 0;
     let peak = 0;
@@ -418,15 +432,5 @@ describe('settleAll, the 0.2 name of the fan-ins', () => {
       { status: 'rejected', reason: 'stop' },
       { status: 'rejected', reason: 'stop' },
     ]);
-  });
-
-  it('onPanic installs the hook setPanicHandler installed, and hands back the previous one', async () => {
-    const seen: PanicError[] = [];
-    const before = onPanic((error) => seen.push(error));
-    await settleAll(1, () => {
-      throw 'bare';
-    });
-    expect(seen.map((error) => error.value)).toEqual(['bare']);
-    expect(setPanicHandler(before)).not.toBe(before);
   });
 });

@@ -73,16 +73,23 @@ describe('syncx runs where only plain JavaScript and promises exist', () => {
     expect(keyed.size).toBe(0);
 
     const panics: unknown[] = [];
-    syncx.setPanicHandler((error) => panics.push(error));
-    const result = await syncx.fanInLimitCtx(controller.signal, 2, 1, () => 1);
+    syncx.onPanic((error) => panics.push(error));
+    const result = await syncx.settleAll(2, () => 1, {
+      concurrency: 1,
+      signal: controller.signal,
+    });
     expect(result).toEqual([
       { status: 'rejected', reason: 'stop' },
       { status: 'rejected', reason: 'stop' },
     ]);
-    const slots = await syncx.fanInLimit(3, 2, (i) => {
-      if (i === 1) throw 'x';
-      return i;
-    });
+    const slots = await syncx.settleAll(
+      3,
+      (i) => {
+        if (i === 1) throw 'x';
+        return i;
+      },
+      { concurrency: 2 },
+    );
     expect(slots[0]).toEqual({ status: 'fulfilled', value: 0 });
     expect((slots[1] as PromiseRejectedResult).reason).toBeInstanceOf(syncx.PanicError);
     expect(panics).toHaveLength(1);

@@ -6,12 +6,12 @@
  */
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, TemporalFailure } from '@temporalio/common';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { NotAppliedError } from '../../src/core/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
-import { createWorker, type SideEffectWorker } from '../../src/worker/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
 import { reconcileWorkflowId, type SideEffectOutcome } from '../../src/workflows/index.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
 import { deferred, Ledger, testBundle, waitFor } from './harness.js';
@@ -75,7 +75,7 @@ function effectsOf(worker: string) {
 
 interface RunningWorker {
   name: string;
-  worker: SideEffectWorker;
+  worker: Worker;
   native: NativeConnection;
   running: Promise<void>;
   stopped: boolean;
@@ -90,17 +90,21 @@ describe('deploys, cancels and refusals', () => {
 
   async function startWorker(name: string): Promise<RunningWorker> {
     const native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
-    const worker = await createWorker({
-      store,
-      effects: effectsOf(name),
-      ttlMs: TTL_MS,
-      sweepEveryMs: 0,
-      client,
+    const worker = await Worker.create({
       connection: native,
       namespace: TEMPORAL_NAMESPACE,
       taskQueue,
       workflowBundle: await testBundle(),
-      workerOptions: { identity: name },
+      identity: name,
+      plugins: [
+        new SideEffectPlugin({
+          store,
+          effects: effectsOf(name),
+          ttlMs: TTL_MS,
+          sweepEveryMs: 0,
+          client,
+        }),
+      ],
     });
     const running: RunningWorker = { name, worker, native, running: worker.run(), stopped: false };
     workers.push(running);

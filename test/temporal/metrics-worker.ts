@@ -12,11 +12,11 @@
  * response; its probe finds it applied), `declined` (declared safe, always fails: not applied).
  */
 import { fileURLToPath } from 'node:url';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pg from 'pg';
 import { defineEffect } from '../../src/activities/index.js';
 import { PgStore } from '../../src/store/postgres/index.js';
-import { createWorker } from '../../src/worker/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
 import { databaseUrl } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE } from '../support/temporal.js';
 
@@ -46,14 +46,10 @@ interface Payment {
 const failed = new Set<string>();
 const pool = new pg.Pool({ connectionString: databaseUrl() });
 pool.on('error', () => {});
-const worker = await createWorker({
-  address: TEMPORAL_ADDRESS,
-  namespace: TEMPORAL_NAMESPACE,
-  taskQueue: TASK_QUEUE,
+const plugin = new SideEffectPlugin({
   store: new PgStore({ pool, schema: SCHEMA }),
   ttlMs: 5_000,
   sweepEveryMs: 300,
-  workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
   effects: {
     pay: defineEffect({
       resource: (input: Payment) => `account:${input.account}`,
@@ -82,7 +78,16 @@ const worker = await createWorker({
     }),
   },
 });
+const connection = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
+const worker = await Worker.create({
+  connection,
+  namespace: TEMPORAL_NAMESPACE,
+  taskQueue: TASK_QUEUE,
+  workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
+  plugins: [plugin],
+});
 process.stdout.write('READY\n');
 process.on('SIGTERM', () => worker.shutdown());
 await worker.run();
+await connection.close();
 await pool.end();

@@ -1,10 +1,11 @@
 /** sideEffect() against the dev server: applied then replayed, contention between workflows, failure types. */
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
-import { createWorker } from '../../src/worker/index.js';
+import { clusterSettings, SideEffectPlugin } from '../../src/worker/index.js';
 import {
   type ReconcileInput,
   reconcileWorkflowId,
@@ -200,29 +201,29 @@ describe('sideEffect on the dev server', () => {
   });
 });
 
-describe('createWorker with its defaults', () => {
-  it('bundles the library workflows, opens and closes its own connections, and runs a ReconcileWorkflow', async () => {
+describe('the plugin with its defaults', () => {
+  it('on a Worker built as getting-started.md builds it, bundles the library workflows and runs a ReconcileWorkflow', async () => {
     const own = new MemoryStore();
     const taskQueue = uniqueTaskQueue('defaults');
-    const sw = await createWorker({
-      address: TEMPORAL_ADDRESS,
-      taskQueue,
-      store: own,
-      effects,
-      ttlMs: TTL_MS,
-    });
-    const running = sw.run();
-    // A key the store never saw is not uncertain: the reconcile ends at once as decided by the store.
-    const key = `${taskQueue}/nothing`;
-    const input: ReconcileInput = { key, resource: 'r', reason: 'test' };
-    const resolution = await sw.client.workflow.execute('ReconcileWorkflow', {
-      taskQueue,
-      workflowId: reconcileWorkflowId(key),
-      args: [input],
-    });
-    expect(resolution).toMatchObject({ key, applied: false, decidedBy: 'store' });
-    sw.shutdown();
-    await running;
-    await expect(sw.client.workflowService.getSystemInfo({})).rejects.toThrow();
+    const { connectionOptions, namespace } = clusterSettings({ address: TEMPORAL_ADDRESS });
+    const connection = await NativeConnection.connect(connectionOptions);
+    const plugin = new SideEffectPlugin({ store: own, effects, ttlMs: TTL_MS });
+    const worker = await Worker.create({ connection, namespace, taskQueue, plugins: [plugin] });
+    const running = worker.run();
+    try {
+      // A key the store never saw is not uncertain: the reconcile ends at once as decided by the store.
+      const key = `${taskQueue}/nothing`;
+      const input: ReconcileInput = { key, resource: 'r', reason: 'test' };
+      const resolution = await plugin.client.workflow.execute('ReconcileWorkflow', {
+        taskQueue,
+        workflowId: reconcileWorkflowId(key),
+        args: [input],
+      });
+      expect(resolution).toMatchObject({ key, applied: false, decidedBy: 'store' });
+    } finally {
+      worker.shutdown();
+      await running;
+      await connection.close();
+    }
   });
 });

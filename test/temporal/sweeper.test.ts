@@ -5,11 +5,11 @@
  * parallel (at most 16 in flight).
  */
 import { Client, Connection, type WorkflowClientInterceptor } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
-import { createWorker, type SideEffectWorker } from '../../src/worker/index.js';
+import { SideEffectPlugin } from '../../src/worker/index.js';
 import { reconcileWorkflowId, statusQuery } from '../../src/workflows/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
@@ -42,7 +42,7 @@ describe('one sweeper per store', () => {
   const stores: PgStore[] = [];
   const pools: pg.Pool[] = [];
   const natives: NativeConnection[] = [];
-  const workers: SideEffectWorker[] = [];
+  const workers: Worker[] = [];
   const running: Promise<void>[] = [];
   const keys: string[] = [];
 
@@ -70,20 +70,25 @@ describe('one sweeper per store', () => {
       stores.push(store);
       const native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
       natives.push(native);
-      const worker = await createWorker({
-        store,
-        effects: {},
-        ttlMs: 5_000,
-        sweepEveryMs: SWEEP_EVERY_MS,
-        client: new Client({
-          connection,
-          namespace: TEMPORAL_NAMESPACE,
-          interceptors: { workflow: [countStarts] },
-        }),
+      const client = new Client({
+        connection,
+        namespace: TEMPORAL_NAMESPACE,
+        interceptors: { workflow: [countStarts] },
+      });
+      const worker = await Worker.create({
         connection: native,
         namespace: TEMPORAL_NAMESPACE,
         taskQueue,
         workflowBundle,
+        plugins: [
+          new SideEffectPlugin({
+            store,
+            effects: {},
+            ttlMs: 5_000,
+            sweepEveryMs: SWEEP_EVERY_MS,
+            client,
+          }),
+        ],
       });
       workers.push(worker);
       running.push(worker.run());

@@ -2,9 +2,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/store/memory.js';
-import { clusterSettings, createWorker } from '../../src/worker/index.js';
+import { clusterSettings, SideEffectPlugin } from '../../src/worker/index.js';
 import { TEMPORAL_ADDRESS, uniqueTaskQueue } from '../support/temporal.js';
 
 let dir: string;
@@ -85,30 +86,38 @@ describe('clusterSettings', () => {
   });
 });
 
-describe("createWorker's own connection", () => {
-  const options = { store: new MemoryStore(), effects: {}, ttlMs: 1_000, sweepEveryMs: 0 };
-
+describe("a worker's connection from clusterSettings", () => {
   it('connects through a profile of the config file to the dev server', async () => {
-    const sw = await createWorker({
-      ...options,
-      configFile,
-      profile: 'default',
-      taskQueue: uniqueTaskQueue('cluster'),
+    const { connectionOptions, namespace } = clusterSettings({ configFile, profile: 'default' });
+    const connection = await NativeConnection.connect(connectionOptions);
+    const plugin = new SideEffectPlugin({
+      store: new MemoryStore(),
+      effects: {},
+      ttlMs: 1_000,
+      sweepEveryMs: 0,
     });
-    const running = sw.run();
-    const { capabilities } = await sw.client.workflowService.getSystemInfo({});
-    expect(capabilities).toBeDefined();
-    sw.shutdown();
-    await running;
+    const worker = await Worker.create({
+      connection,
+      namespace,
+      taskQueue: uniqueTaskQueue('cluster'),
+      plugins: [plugin],
+    });
+    const running = worker.run();
+    try {
+      const { capabilities } = await plugin.client.workflowService.getSystemInfo({});
+      expect(capabilities).toBeDefined();
+    } finally {
+      worker.shutdown();
+      await running;
+      await connection.close();
+    }
   });
 
   it("uses the profile's TLS: a TLS profile cannot talk to the plaintext dev server", async () => {
-    const refused = await createWorker({
-      ...options,
-      configFile,
-      profile: 'tls-to-plaintext',
-      taskQueue: uniqueTaskQueue('cluster-tls'),
-    }).catch((error: unknown) => error);
+    const { connectionOptions } = clusterSettings({ configFile, profile: 'tls-to-plaintext' });
+    const refused = await NativeConnection.connect(connectionOptions).catch(
+      (error: unknown) => error,
+    );
     // rustls reading a plaintext HTTP/2 answer where it expected a TLS record.
     expect(String(refused)).toMatch(/TransportError.*InvalidContentType/);
   });

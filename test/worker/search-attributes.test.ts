@@ -14,14 +14,20 @@ import {
   bundleWorkflowCode,
   DefaultLogger,
   type LogEntry,
+  NativeConnection,
   Runtime,
+  Worker,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { SearchAttributesMissingError } from '../../src/core/errors.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
-import { createWorker } from '../../src/worker/index.js';
+import {
+  clusterSettings,
+  SideEffectPlugin,
+  type SideEffectPluginOptions,
+} from '../../src/worker/index.js';
 import {
   reconcileWorkflowId,
   type SideEffectOutcome,
@@ -69,6 +75,21 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+/** A Worker with the plugin on the bare server, connected through the config file's `bare` profile. */
+async function bareWorker(taskQueue: string, options: SideEffectPluginOptions) {
+  const { connectionOptions, namespace } = clusterSettings({ configFile, profile: 'bare' });
+  const connection = await NativeConnection.connect(connectionOptions);
+  const plugin = new SideEffectPlugin(options);
+  const worker = await Worker.create({
+    connection,
+    namespace,
+    taskQueue,
+    workflowBundle: bundle,
+    plugins: [plugin],
+  });
+  return { worker, client: plugin.client, close: () => connection.close() };
+}
+
 const lost = defineEffect({
   resource: () => 'bare-account',
   async apply() {
@@ -80,17 +101,13 @@ describe('a namespace without the search attributes', () => {
   it('warns once with the exact command, runs memo-only, and the uncertain path resolves from the CLI', async () => {
     const store = new PgStore({ pool: db.pool, schema: db.schema });
     const taskQueue = uniqueTaskQueue('bare');
-    const sw = await createWorker({
-      configFile,
-      profile: 'bare',
-      taskQueue,
+    const sw = await bareWorker(taskQueue, {
       store,
       effects: { lost },
       ttlMs: 2_000,
-      workflowBundle: bundle,
       sweepEveryMs: 0,
     });
-    const running = sw.run();
+    const running = sw.worker.run();
     try {
       const workflowId = `${taskQueue}-lost`;
       const key = `${workflowId}/lost`;
@@ -131,8 +148,9 @@ describe('a namespace without the search attributes', () => {
       const outcome = (await handle.result()) as SideEffectOutcome<unknown>;
       expect(outcome).toEqual({ outcome: 'reconciled', result: 'ok', key });
     } finally {
-      sw.shutdown();
+      sw.worker.shutdown();
       await running;
+      await sw.close();
     }
     const warnings = logged.filter((entry) => entry.message.includes('search attribute'));
     expect(warnings).toHaveLength(1);
@@ -140,17 +158,16 @@ describe('a namespace without the search attributes', () => {
   }, 180_000);
 
   it("with searchAttributes: 'require' the worker's run fails with the command instead", async () => {
-    const sw = await createWorker({
-      configFile,
-      profile: 'bare',
-      taskQueue: uniqueTaskQueue('bare-require'),
+    const sw = await bareWorker(uniqueTaskQueue('bare-require'), {
       store: new PgStore({ pool: db.pool, schema: db.schema }),
       effects: { lost },
       ttlMs: 2_000,
-      workflowBundle: bundle,
       searchAttributes: 'require',
     });
-    const refused = await sw.run().catch((error: unknown) => error);
+    const refused = await sw.worker
+      .run()
+      .catch((error: unknown) => error)
+      .finally(sw.close);
     expect(refused).toBeInstanceOf(SearchAttributesMissingError);
     expect(refused).toMatchObject({
       code: 'SEARCH_ATTRIBUTES_MISSING',

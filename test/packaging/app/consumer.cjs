@@ -4,19 +4,18 @@ const assert = require('node:assert/strict');
 const { MemoryStore, Runner } = require('sideeffect');
 const { defineEffect } = require('sideeffect/activities');
 const { PgStore, migrate } = require('sideeffect/postgres');
-const { fanInLimit } = require('sideeffect/syncx');
-const { createWorker, SideEffectPlugin, clusterSettings } = require('sideeffect/worker');
-const { sideEffect, ReconcileWorkflow } = require('sideeffect/workflows');
+const { settleAll } = require('sideeffect/syncx');
+const { SideEffectPlugin, clusterSettings } = require('sideeffect/worker');
+const { proxySideEffects, ReconcileWorkflow } = require('sideeffect/workflows');
 
 (async () => {
   for (const exported of [
     defineEffect,
     PgStore,
     migrate,
-    fanInLimit,
-    createWorker,
+    settleAll,
     SideEffectPlugin,
-    sideEffect,
+    proxySideEffects,
     ReconcileWorkflow,
   ])
     assert.equal(typeof exported, 'function');

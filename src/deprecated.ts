@@ -1,0 +1,44 @@
+/**
+ * The root entry point's names on their way out, each an alias of its replacement until the
+ * release its tag names (a unit test fails once package.json reaches it). Kept apart so nothing
+ * of the library itself imports them.
+ */
+import { OutcomeUncertainError, UnexpectedStoreAnswerError } from './core/errors.js';
+import type { AcquireOutcome } from './core/types.js';
+import {
+  PgFencedSink as PostgresFencedSink,
+  type PgFencedSinkOptions as PostgresFencedSinkOptions,
+  type PoolOptions as PostgresPoolOptions,
+  PgStore as PostgresStore,
+  type PgStoreOptions as PostgresStoreOptions,
+} from './store/postgres/index.js';
+
+/** @deprecated since 0.2.0, removed in 0.3.0: use {@link AcquireOutcome}; a grant is `'granted'`, no longer `'applied'`. */
+export type Outcome = AcquireOutcome;
+
+/** @deprecated since 0.2.0, removed in 0.3.0: use {@link OutcomeUncertainError} (one name for "uncertain"); the same class. */
+export const OutcomeUnknownError = OutcomeUncertainError;
+/** @deprecated since 0.2.0, removed in 0.3.0: use {@link OutcomeUncertainError}. */
+export type OutcomeUnknownError = OutcomeUncertainError;
+
+/** @deprecated since 0.2.0, removed in 0.3.0: use {@link UnexpectedStoreAnswerError} (it is not about an effect's outcome); the same class. */
+export const UnknownOutcomeError = UnexpectedStoreAnswerError;
+/** @deprecated since 0.2.0, removed in 0.3.0: use {@link UnexpectedStoreAnswerError}. */
+export type UnknownOutcomeError = UnexpectedStoreAnswerError;
+
+/** @deprecated since 0.2.0, removed in 0.3.0: import `PgStore` from `sideeffect/postgres`, its one home; the same class. */
+export const PgStore = PostgresStore;
+/** @deprecated since 0.2.0, removed in 0.3.0: import `PgStore` from `sideeffect/postgres`. */
+export type PgStore = PostgresStore;
+/** @deprecated since 0.2.0, removed in 0.3.0: import `PgStoreOptions` from `sideeffect/postgres`. */
+export type PgStoreOptions = PostgresStoreOptions;
+
+/** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSink` from `sideeffect/postgres`, its one home; the same class. */
+export const PgFencedSink = PostgresFencedSink;
+/** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSink` from `sideeffect/postgres`. */
+export type PgFencedSink = PostgresFencedSink;
+/** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSinkOptions` from `sideeffect/postgres`. */
+export type PgFencedSinkOptions = PostgresFencedSinkOptions;
+
+/** @deprecated since 0.2.0, removed in 0.3.0: import `PoolOptions` from `sideeffect/postgres`. */
+export type PoolOptions = PostgresPoolOptions;
