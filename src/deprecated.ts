@@ -5,13 +5,7 @@
  */
 import { OutcomeUncertainError, UnexpectedStoreAnswerError } from './core/errors.js';
 import type { AcquireOutcome } from './core/types.js';
-import {
-  PgFencedSink as PostgresFencedSink,
-  type PgFencedSinkOptions as PostgresFencedSinkOptions,
-  type PoolOptions as PostgresPoolOptions,
-  PgStore as PostgresStore,
-  type PgStoreOptions as PostgresStoreOptions,
-} from './store/postgres/index.js';
+import * as postgres from './store/postgres/index.js';
 
 /** @deprecated since 0.2.0, removed in 0.3.0: use {@link AcquireOutcome}; a grant is `'granted'`, no longer `'applied'`. */
 export type Outcome = AcquireOutcome;
@@ -27,18 +21,18 @@ export const UnknownOutcomeError = UnexpectedStoreAnswerError;
 export type UnknownOutcomeError = UnexpectedStoreAnswerError;
 
 /** @deprecated since 0.2.0, removed in 0.3.0: import `PgStore` from `sideeffect/postgres`, its one home; the same class. */
-export const PgStore = PostgresStore;
+export const PgStore = postgres.PgStore;
 /** @deprecated since 0.2.0, removed in 0.3.0: import `PgStore` from `sideeffect/postgres`. */
-export type PgStore = PostgresStore;
+export type PgStore = postgres.PgStore;
 /** @deprecated since 0.2.0, removed in 0.3.0: import `PgStoreOptions` from `sideeffect/postgres`. */
-export type PgStoreOptions = PostgresStoreOptions;
+export type PgStoreOptions = postgres.PgStoreOptions;
 
 /** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSink` from `sideeffect/postgres`, its one home; the same class. */
-export const PgFencedSink = PostgresFencedSink;
+export const PgFencedSink = postgres.PgFencedSink;
 /** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSink` from `sideeffect/postgres`. */
-export type PgFencedSink = PostgresFencedSink;
+export type PgFencedSink = postgres.PgFencedSink;
 /** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSinkOptions` from `sideeffect/postgres`. */
-export type PgFencedSinkOptions = PostgresFencedSinkOptions;
+export type PgFencedSinkOptions = postgres.PgFencedSinkOptions;
 
 /** @deprecated since 0.2.0, removed in 0.3.0: import `PoolOptions` from `sideeffect/postgres`. */
-export type PoolOptions = PostgresPoolOptions;
+export type PoolOptions = postgres.PoolOptions;

@@ -1,6 +1,6 @@
 /**
  * The public surface of every package entry point as text: each export with its kind and type,
- * interfaces with their own members. The API test compares it with api-report.md, so a change to
+ * interfaces with their own members, and `(deprecated)` after every deprecated export or member. The API test compares it with api-report.md, so a change to
  * the surface (a new export, a renamed option, a wider type) shows up in review as a diff of that
  * file. Built with the TypeScript compiler, from src/, so it needs no build.
  */
@@ -56,6 +56,8 @@ export function apiReport(root: string): ApiReport {
     return written.getText().replace(/\s+/g, ' ');
   };
   const undocumentedDefaults = new Set<string>();
+  const isDeprecated = (at: ts.Node) =>
+    ts.getJSDocTags(at).some((tag) => tag.tagName.text === 'deprecated');
 
   const describe = (name: string, exported: ts.Symbol): string[] => {
     const symbol =
@@ -63,10 +65,10 @@ export function apiReport(root: string): ApiReport {
     const declaration = symbol.declarations?.[0];
     if (!declaration) return [`${name}: (no declaration)`];
     const lines: string[] = [];
-    const deprecated = ts
-      .getJSDocTags(declaration)
-      .some((tag) => tag.tagName.text === 'deprecated');
-    const mark = deprecated ? ' (deprecated)' : '';
+    const mark = isDeprecated(declaration) ? ' (deprecated)' : '';
+    /** A member's name, marked when the member itself is deprecated (a renamed field or method). */
+    const memberName = (member: ts.Symbol, at: ts.Node) =>
+      `${member.name}${isDeprecated(at) ? ' (deprecated)' : ''}`;
     if (symbol.flags & ts.SymbolFlags.Class) {
       const type = checker.getTypeOfSymbolAtLocation(symbol, declaration);
       const construct = type.getConstructSignatures().map((s) => checker.signatureToString(s));
@@ -78,7 +80,7 @@ export function apiReport(root: string): ApiReport {
         const at = member.declarations?.[0];
         if (!at?.getSourceFile().fileName.startsWith(src)) continue;
         if (ts.getCombinedModifierFlags(at as ts.Declaration) & ts.ModifierFlags.Private) continue;
-        lines.push(`  ${member.name}: ${memberType(member, at as ts.Declaration)}`);
+        lines.push(`  ${memberName(member, at)}: ${memberType(member, at as ts.Declaration)}`);
       }
     } else if (symbol.flags & (ts.SymbolFlags.Interface | ts.SymbolFlags.TypeAlias)) {
       const type = checker.getDeclaredTypeOfSymbol(symbol);
@@ -99,7 +101,7 @@ export function apiReport(root: string): ApiReport {
           if (optional && name.endsWith('Options') && !hasDefault) {
             undocumentedDefaults.add(`${name}.${member.name}`);
           }
-          lines.push(`  ${member.name}${optional}: ${memberType(member, at)}`);
+          lines.push(`  ${memberName(member, at)}${optional}: ${memberType(member, at)}`);
         }
       }
       if (symbol.flags & ts.SymbolFlags.Value) {
