@@ -120,7 +120,7 @@ export function printStats(stats: StoreStats): string {
       `time to verdict:   median ${seconds(ttr.medianSeconds)}, p95 ${seconds(ttr.p95Seconds)}, max ${seconds(ttr.maxSeconds)}`,
       '',
       table(
-        ['DECIDED BY', 'KIND', 'VERDICT', 'KEYS', 'MEDIAN', 'MAX'],
+        ['BY', 'KIND', 'VERDICT', 'KEYS', 'MEDIAN', 'MAX'],
         stats.resolutions.map((r) => [
           r.by,
           r.kind,

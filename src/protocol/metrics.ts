@@ -9,7 +9,7 @@
 export const OUTCOMES_METRIC = 'sideeffect_outcomes';
 /** Counter, label `effect`: uncertain keys a ReconcileWorkflow opened for (once per uncertain attempt). */
 export const RECONCILES_OPENED_METRIC = 'sideeffect_reconciles_opened';
-/** Counter, labels `decided_by`, `verdict`: reconciles closed, by who decided. */
+/** Counter, labels `decided_by`, `verdict`: reconciles closed, by which way the verdict came and what it said. */
 export const RECONCILES_RESOLVED_METRIC = 'sideeffect_reconciles_resolved';
 /** Histogram (seconds): from the reconcile's start to its verdict. */
 export const TIME_TO_RESOLUTION_METRIC = 'sideeffect_time_to_resolution_seconds';
@@ -25,5 +25,8 @@ export const UNCERTAIN_OLDEST_AGE_METRIC = 'sideeffect_uncertain_oldest_age_seco
  */
 export type OutcomeLabel = 'applied' | 'replayed' | 'contended' | 'uncertain' | 'not_applied';
 
-/** Who decided a reconcile, as the `decided_by` label; `cli` is an Update sent by `sideeffect resolve`. */
+/**
+ * Which way a reconcile's verdict came, as the `decided_by` label: `ReconcileResolution.decidedBy`,
+ * with an Update sent by `sideeffect resolve` counted as `cli`. Not who: that is the verdict's `by`.
+ */
 export type DecidedByLabel = 'probe' | 'signal' | 'update' | 'cli' | 'store';

@@ -109,7 +109,11 @@ export function waitingDetails(
 /** Metrics only (no commands): safe to emit on any code path, dropped by the SDK during replay. */
 export function recordResolution(decidedBy: DecidedByLabel, applied: boolean, since: string): void {
   metricMeter
-    .createCounter(RECONCILES_RESOLVED_METRIC, 'reconciles', 'reconciles closed, by who decided')
+    .createCounter(
+      RECONCILES_RESOLVED_METRIC,
+      'reconciles',
+      'reconciles closed, by which way the verdict came',
+    )
     .add(1, { decided_by: decidedBy, verdict: applied ? 'applied' : 'not_applied' });
   metricMeter
     // No unit: the name says seconds, and the Prometheus exporter's unitSuffix would append `_s`.

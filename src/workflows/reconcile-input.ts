@@ -80,9 +80,10 @@ export const RESOLVE_UPDATE_DESCRIPTION =
 /** A verdict on its way to the store: the first one offered is the one a run records. */
 export interface Offer {
   resolution: ResolveInput;
-  via: 'probe' | 'signal' | 'update';
-  /** Who decided, for the metrics: an Update sent by `sideeffect resolve` counts as `cli`. */
-  channel: DecidedByLabel;
+  /** Which way it came, as the resolution says it. */
+  decidedBy: ReconcileResolution['decidedBy'];
+  /** The same, as the metrics' `decided_by` label: an Update sent by `sideeffect resolve` counts as `cli`. */
+  label: DecidedByLabel;
   /** Set when the store refused it; an Update waiting on it then fails with it instead of hanging. */
   refused?: ApplicationFailure;
   /** Which message delivered it: the Update's id, or the signal's rank among this run's `resolve` signals. */
@@ -92,13 +93,15 @@ export interface Offer {
 /** Who got there first, for the one who did not. */
 export function lateVerdict(first: Offer): string {
   const by = first.resolution.by ? ` by ${first.resolution.by}` : '';
-  return `already decided${by} (${first.via}: ${first.resolution.applied ? 'applied' : 'not applied'})`;
+  return `already decided${by} (${first.decidedBy}: ${first.resolution.applied ? 'applied' : 'not applied'})`;
 }
 
-/** The resolution's account of who decided, from the offer the store took. */
+/** The resolution's account of why, who (`by`) and which way (`decidedBy`), from the offer the store took. */
 export function describe(offer: Offer): Pick<ReconcileResolution, 'reason' | 'by' | 'decidedBy'> {
   const { reason, by } = offer.resolution;
-  return by === undefined ? { reason, decidedBy: offer.via } : { reason, by, decidedBy: offer.via };
+  return by === undefined
+    ? { reason, decidedBy: offer.decidedBy }
+    : { reason, by, decidedBy: offer.decidedBy };
 }
 
 /** The store's failures that refuse a verdict rather than fail to record it. */

@@ -209,8 +209,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       else
         offer = {
           resolution: raw as ResolveInput,
-          via: 'signal',
-          channel: 'signal',
+          decidedBy: 'signal',
+          label: 'signal',
           delivery: { signal: resolveSignals },
         };
     },
@@ -223,8 +223,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       const cli = updateId?.startsWith(CLI_UPDATE_ID_PREFIX) === true;
       const mine: Offer = {
         resolution: resolutionInput,
-        via: 'update',
-        channel: cli ? 'cli' : 'update',
+        decidedBy: 'update',
+        label: cli ? 'cli' : 'update',
         ...(updateId === undefined ? {} : { delivery: { updateId } }),
       };
       // Behind a verdict still on its way to the store: if that one is refused, this one is next
@@ -312,8 +312,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
             reason: `probe:${probeFor.effect} found it ${answer.applied ? 'applied' : 'not applied'}`,
             by: `probe:${probeFor.effect}`,
           },
-          via: 'probe',
-          channel: 'probe',
+          decidedBy: 'probe',
+          label: 'probe',
         };
       }
       continue;
@@ -338,7 +338,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
         resolution = decided
           ? { key, ...verdict, ...describe(current) }
           : { key, ...verdict, reason: 'already decided in the store', decidedBy: 'store' };
-        if (decided) decidedBy = current.channel;
+        if (decided) decidedBy = current.label;
       } catch (error) {
         const refused = refusal(error);
         if (refused === undefined) throw error;
