@@ -20,19 +20,19 @@ export const UnknownOutcomeError = UnexpectedStoreAnswerError;
 /** @deprecated since 0.2.0, removed in 0.3.0: use {@link UnexpectedStoreAnswerError}. */
 export type UnknownOutcomeError = UnexpectedStoreAnswerError;
 
-/** @deprecated since 0.2.0, removed in 0.3.0: import `PgStore` from `sideeffect/postgres`, its one home; the same class. */
+/** @deprecated since 0.3.0, removed in 0.4.0: import `PgStore` from `sideeffect/postgres`, its one home; the same class. */
 export const PgStore = postgres.PgStore;
-/** @deprecated since 0.2.0, removed in 0.3.0: import `PgStore` from `sideeffect/postgres`. */
+/** @deprecated since 0.3.0, removed in 0.4.0: import `PgStore` from `sideeffect/postgres`. */
 export type PgStore = postgres.PgStore;
-/** @deprecated since 0.2.0, removed in 0.3.0: import `PgStoreOptions` from `sideeffect/postgres`. */
+/** @deprecated since 0.3.0, removed in 0.4.0: import `PgStoreOptions` from `sideeffect/postgres`. */
 export type PgStoreOptions = postgres.PgStoreOptions;
 
-/** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSink` from `sideeffect/postgres`, its one home; the same class. */
+/** @deprecated since 0.3.0, removed in 0.4.0: import `PgFencedSink` from `sideeffect/postgres`, its one home; the same class. */
 export const PgFencedSink = postgres.PgFencedSink;
-/** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSink` from `sideeffect/postgres`. */
+/** @deprecated since 0.3.0, removed in 0.4.0: import `PgFencedSink` from `sideeffect/postgres`. */
 export type PgFencedSink = postgres.PgFencedSink;
-/** @deprecated since 0.2.0, removed in 0.3.0: import `PgFencedSinkOptions` from `sideeffect/postgres`. */
+/** @deprecated since 0.3.0, removed in 0.4.0: import `PgFencedSinkOptions` from `sideeffect/postgres`. */
 export type PgFencedSinkOptions = postgres.PgFencedSinkOptions;
 
-/** @deprecated since 0.2.0, removed in 0.3.0: import `PoolOptions` from `sideeffect/postgres`. */
+/** @deprecated since 0.3.0, removed in 0.4.0: import `PoolOptions` from `sideeffect/postgres`. */
 export type PoolOptions = postgres.PoolOptions;

@@ -18,6 +18,7 @@ import { type ReconcileActivities, reconcileActivities } from './reconcile-activ
 import { SearchAttributeRegistration } from './search-attributes.js';
 
 export type { InspectAnswer, ProbeAnswer } from '../protocol/wire.js';
+export * from './deprecated.js';
 export {
   type AnyEffect,
   defineEffect,

@@ -149,7 +149,7 @@ export class Runner {
     return store.resolveUncertain(key, checkResolution(resolution));
   }
 
-  /** @deprecated since 0.2.0, removed in 0.3.0: use {@link Runner.resolve} (one verb for recording a verdict). */
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link Runner.resolve} (one verb for recording a verdict). */
   async reconcile(action: Action, resolution: Resolution): Promise<ResolveOutcome> {
     return this.resolve(action, resolution);
   }

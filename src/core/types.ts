@@ -92,7 +92,7 @@ export interface KeyEvent {
    * `takeover`, ...). Stored in the `actor` column.
    */
   by: string;
-  /** @deprecated since 0.2.0, removed in 0.3.0: use {@link KeyEvent.by} (the same value). */
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link KeyEvent.by} (the same value). */
   actor: string;
   /**
    * For a verdict: the Temporal identity that delivered it (`Resolution.identity`). Declared

@@ -9,7 +9,7 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { defineEffect } from '../../src/activities/index.js';
-import type { WorkflowPatchId } from '../../src/protocol/patches.js';
+import { type WorkflowPatch, workflowPatches } from '../../src/protocol/patches.js';
 import { reconciledSignal } from '../../src/protocol/wire.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import {
@@ -85,16 +85,18 @@ export const effects = {
  * (only past 500 events), the resolve size limit (only for an input over 1 MiB) and the late
  * search attributes (only while the namespace lacks them).
  */
-export const patchesReached: readonly WorkflowPatchId[] = [
-  'sideeffect-effect-wait-cancellation',
-  'sideeffect-held-verdicts',
-  'sideeffect.namespaced-activities',
-  'sideeffect-recheck-backoff',
-  'sideeffect-reconciled-reads-store',
-  'sideeffect-reconcile-recheck-store',
-  'sideeffect-verdict-context',
-  'sideeffect-resolve-signal-fence',
-];
+export const patchesReached: readonly string[] = (
+  [
+    'effectWaitCancellation',
+    'heldVerdicts',
+    'namespacedActivities',
+    'recheckBackoff',
+    'reconciledReadsStore',
+    'reconcileRecheckStore',
+    'verdictContext',
+    'resolveSignalFence',
+  ] as const satisfies readonly WorkflowPatch[]
+).map((patch) => workflowPatches[patch].id);
 
 export interface Recorded {
   name: string;

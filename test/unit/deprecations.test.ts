@@ -11,6 +11,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import * as activities from '../../src/activities/index.js';
 import * as root from '../../src/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import * as postgres from '../../src/store/postgres/index.js';
@@ -119,11 +120,12 @@ describe('deprecations', () => {
 });
 
 describe('deprecated names still do what their replacements do', () => {
-  it("the root entry's aliases are the same classes", () => {
+  it("the entry points' aliases are the same classes", () => {
     expect(root.PgStore).toBe(postgres.PgStore);
     expect(root.PgFencedSink).toBe(postgres.PgFencedSink);
     expect(root.OutcomeUnknownError).toBe(root.OutcomeUncertainError);
     expect(root.UnknownOutcomeError).toBe(root.UnexpectedStoreAnswerError);
+    expect(activities.NotAppliedError).toBe(root.NotAppliedError);
   });
 
   it('Runner.reconcile resolves; KeyEvent.actor repeats by', async () => {

@@ -7,7 +7,7 @@ import { defaultSchema, int, quoteSchema } from './sql.js';
 export interface ResolutionStats {
   /** Who recorded the verdict (`by`, stored in the `actor` column): a person, `probe:<effect>`, `cli:<user>`... */
   by: string;
-  /** @deprecated since 0.2.0, removed in 0.3.0: use {@link ResolutionStats.by} (the same value). */
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link ResolutionStats.by} (the same value). */
   actor: string;
   /** `probe`, `cli` or `person`, read from the shape of `by`. */
   kind: 'probe' | 'cli' | 'person';
@@ -29,7 +29,7 @@ export interface StoreStats {
   backlog: UncertainBacklog;
   /** Attempts that became uncertain (a key re-applied after a "not applied" verdict counts again). */
   uncertainAttempts: number;
-  /** @deprecated since 0.2.0, removed in 0.3.0: use {@link StoreStats.uncertainAttempts} (the same value). */
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link StoreStats.uncertainAttempts} (the same value). */
   uncertainEpisodes: number;
   resolutions: ResolutionStats[];
   /** Over every resolution: from uncertain to verdict. */
