@@ -47,7 +47,7 @@ type ValueOf<S extends OptionSpec> = S['type'] extends 'boolean'
       : string;
 
 /** The options given, each checked; absent when not given. */
-export type Values<O extends Options> = { -readonly [K in keyof O]?: ValueOf<O[K]> };
+type Values<O extends Options> = { -readonly [K in keyof O]?: ValueOf<O[K]> };
 
 /** The options every command takes: where the store and Temporal are, and how to print. */
 export interface GlobalOptions {
@@ -132,7 +132,7 @@ export interface CommandDefinition<O extends Options, P> {
 }
 
 /** A positional argument: its name in usage lines (`key` for `<key>`) and what `help` says of it. */
-export interface Argument {
+interface Argument {
   name: string;
   description: string;
 }
@@ -152,7 +152,7 @@ export interface Command {
 }
 
 /** The part of the command line that belongs to a command, as the parser read it. */
-export interface CommandLine {
+interface CommandLine {
   values: Readonly<Record<string, string | boolean | string[]>>;
   positionals: readonly string[];
   user: string;
@@ -161,7 +161,7 @@ export interface CommandLine {
 }
 
 /** A checked command line: the params the command's `parse` returned, and its run on them. */
-export interface Prepared {
+interface Prepared {
   params: unknown;
   run(ctx: Context): Promise<number>;
 }
