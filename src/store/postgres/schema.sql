@@ -17,6 +17,7 @@
 --   0012_bounded_acquire.sql
 --   0013_runtime_role_functions.sql
 --   0014_verdict_db_user.sql
+--   0015_batched_statements.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
@@ -139,6 +140,87 @@ begin
 end
 $$;
 
+-- FUNCTION acquire_batch(integer[], text[], text[], bytea[], text[], bigint[], boolean[], text)
+CREATE FUNCTION <schema>.acquire_batch(p_ords integer[], p_keys text[], p_resources text[], p_digests bytea[], p_retry_safeties text[], p_ttls_ms bigint[], p_applying boolean[], p_lock_timeout text) RETURNS TABLE(o_ord integer, o_outcome text, o_fence bigint, o_expires_at_ms bigint, o_retry_after_ms bigint, o_result bytea, o_reason text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_ord integer;
+  v_granted integer[];
+  v_fences bigint[];
+  v_expires bigint[];
+begin
+  perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
+  begin
+    -- acquire_fresh()'s grant, for the first call of each resource.
+    with called as (
+      select distinct on (p_resources[n.ord] collate "C") n.ord, p_keys[n.ord] as key,
+             p_resources[n.ord] as resource
+        from pg_catalog.unnest(p_ords) as n(ord)
+       order by p_resources[n.ord] collate "C", n.ord
+    ), unheld as (
+      select r.resource from resources r
+       where r.resource = any (array(select c.resource from called c)) and r.holder is null
+       order by r.resource collate "C"
+         for update skip locked
+    ), granted as (
+      update resources r
+         set fence = r.fence + 1, holder = c.key,
+             expires_at = store_now() + p_ttls_ms[c.ord] * interval '1 millisecond'
+        from called c
+       where r.resource = c.resource and r.resource in (select u.resource from unheld u)
+         and r.holder is null
+         and not exists (select from keys k where k.key = c.key)
+      returning c.ord, r.fence, r.expires_at,
+                r.expires_at - p_ttls_ms[c.ord] * interval '1 millisecond' as at
+    ), created as (
+      insert into keys (key, resource, digest, state, fence, retry_safety, updated_at,
+                        granted_at, granted_state, granted_fence)
+      select p_keys[g.ord], p_resources[g.ord], p_digests[g.ord], v.state, g.fence,
+             p_retry_safeties[g.ord], g.at, g.at, v.state, g.fence
+        from granted g,
+             lateral (select case when p_applying[g.ord] then 'applying' else 'held' end
+                      as state) v
+      returning key
+    )
+    select pg_catalog.array_agg(g.ord), pg_catalog.array_agg(g.fence),
+           pg_catalog.array_agg(epoch_ms(g.expires_at))
+      into v_granted, v_fences, v_expires
+      from granted g;
+  exception when others then
+    v_granted := null;
+  end;
+  v_granted := coalesce(v_granted, '{}');
+  return query
+    select g.ord, 'applied'::text, g.fence, g.expires_at_ms, null::bigint, null::bytea, null::text
+      from rows from (pg_catalog.unnest(v_granted), pg_catalog.unnest(v_fences),
+                      pg_catalog.unnest(v_expires)) as g(ord, fence, expires_at_ms);
+
+  for v_ord in
+    select n.ord from pg_catalog.unnest(p_ords) as n(ord)
+     where n.ord <> all (v_granted)
+     order by p_resources[n.ord] collate "C", n.ord
+  loop
+    o_ord := v_ord;
+    begin
+      select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result, a.o_reason
+        into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
+        from acquire_fresh(p_keys[v_ord], p_resources[v_ord], p_digests[v_ord],
+                           p_retry_safeties[v_ord], p_ttls_ms[v_ord], p_applying[v_ord]) a;
+    exception when others then
+      o_outcome := 'again';
+      o_fence := null;
+      o_expires_at_ms := null;
+      o_retry_after_ms := null;
+      o_result := null;
+      o_reason := null;
+    end;
+    return next;
+  end loop;
+end
+$$;
+
 -- FUNCTION acquire_fresh(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire_fresh(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
@@ -214,9 +296,11 @@ $$;
 
 -- FUNCTION complete_held(text, text, bigint, bytea)
 CREATE FUNCTION <schema>.complete_held(p_key text, p_resource text, p_fence bigint, p_result bytea) RETURNS SETOF integer
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO '<schema>', 'pg_temp'
     AS $$
+begin
+  return query
   with released as (
     update resources r set holder = null, expires_at = null
      where resource = p_resource and fence = p_fence and holder = p_key
@@ -231,7 +315,8 @@ CREATE FUNCTION <schema>.complete_held(p_key text, p_resource text, p_fence bigi
      where k.key = p_key and k.fence = p_fence
     returning 1
   )
-  select 1 from moved
+  select 1 from moved;
+end
 $$;
 
 -- FUNCTION conclude(text, text, timestamp with time zone)
@@ -320,6 +405,103 @@ begin
           p_actor, v_now, p_identity);
   o_outcome := 'held';
   o_fence := k.fence;
+end
+$$;
+
+-- FUNCTION holder_batch(text, text[], text[], bigint[], bigint[], boolean[], bytea[], text[], text)
+CREATE FUNCTION <schema>.holder_batch(p_operation text, p_keys text[], p_resources text[], p_fences bigint[], p_ttls_ms bigint[], p_applying boolean[], p_results bytea[], p_reasons text[], p_lock_timeout text) RETURNS TABLE(o_ord integer, o_outcome text, o_expires_at_ms bigint, o_result bytea)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_ord integer;
+  v_done integer[];
+  v_released bigint;
+begin
+  perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
+  if p_operation = 'complete' then
+    begin
+      with called as (
+        select distinct on (p_resources[n.ord] collate "C") n.ord, p_keys[n.ord] as key,
+               p_resources[n.ord] as resource, p_fences[n.ord] as fence
+          from pg_catalog.generate_subscripts(p_keys, 1) as n(ord)
+         order by p_resources[n.ord] collate "C", n.ord
+      ), locked as (
+        select r.resource from resources r
+         where r.resource = any (array(select c.resource from called c))
+         order by r.resource collate "C"
+           for update skip locked
+      ), released as (
+        update resources r set holder = null, expires_at = null
+          from called c
+         where r.resource = c.resource and r.resource in (select l.resource from locked l)
+           and r.fence = c.fence and r.holder = c.key
+           and exists (select from keys k
+                        where k.key = r.holder and k.fence = r.fence
+                          and k.state in ('held', 'applying'))
+        returning c.ord, c.key, c.fence, store_now() as at
+      ), moved as (
+        update keys k
+           set state = 'done', result = p_results[rl.ord], updated_at = rl.at,
+               completed_from = k.state
+          from released rl
+         where k.key = rl.key and k.fence = rl.fence
+        returning rl.ord
+      )
+      select pg_catalog.array_agg(m.ord), (select pg_catalog.count(*) from released)
+        into v_done, v_released
+        from moved m;
+      -- Released without its key moved (a broken invariant): left to complete_held(), key by
+      -- key, which answers it as it always did.
+      if coalesce(pg_catalog.cardinality(v_done), 0) <> v_released then
+        raise exception 'sideeffect: a released holder''s key was not held';
+      end if;
+    exception when others then
+      v_done := null;
+    end;
+  end if;
+  v_done := coalesce(v_done, '{}');
+  return query
+    select d.ord, 'completed'::text, null::bigint, null::bytea
+      from pg_catalog.unnest(v_done) as d(ord);
+
+  for v_ord in
+    select n.ord from pg_catalog.generate_subscripts(p_keys, 1) as n(ord)
+     where n.ord <> all (v_done)
+     order by p_resources[n.ord] collate "C", n.ord
+  loop
+    o_ord := v_ord;
+    o_expires_at_ms := null;
+    o_result := null;
+    begin
+      case p_operation
+        when 'renew' then
+          select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
+            from renew(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord], p_ttls_ms[v_ord],
+                       p_applying[v_ord]) r;
+        when 'complete' then
+          perform from complete_held(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                                     p_results[v_ord]);
+          if found then
+            o_outcome := 'completed';
+          else
+            select c.o_outcome, c.o_result into o_outcome, o_result
+              from complete(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                            p_results[v_ord]) c;
+          end if;
+        when 'mark_uncertain' then
+          o_outcome := mark_uncertain(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                                      p_reasons[v_ord]);
+        when 'release' then
+          o_outcome := release(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord]);
+      end case;
+    exception when others then
+      o_outcome := 'again';
+      o_expires_at_ms := null;
+      o_result := null;
+    end;
+    return next;
+  end loop;
 end
 $$;
 
@@ -1052,6 +1234,9 @@ ALTER TABLE ONLY <schema>.reconcile_starts
 -- ACL FUNCTION acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
 REVOKE ALL ON FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
 
+-- ACL FUNCTION acquire_batch(p_ords integer[], p_keys text[], p_resources text[], p_digests bytea[], p_retry_safeties text[], p_ttls_ms bigint[], p_applying boolean[], p_lock_timeout text)
+REVOKE ALL ON FUNCTION <schema>.acquire_batch(p_ords integer[], p_keys text[], p_resources text[], p_digests bytea[], p_retry_safeties text[], p_ttls_ms bigint[], p_applying boolean[], p_lock_timeout text) FROM PUBLIC;
+
 -- ACL FUNCTION acquire_fresh(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
 REVOKE ALL ON FUNCTION <schema>.acquire_fresh(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
 
@@ -1072,6 +1257,9 @@ REVOKE ALL ON FUNCTION <schema>.events_db_user() FROM PUBLIC;
 
 -- ACL FUNCTION hold_verdict(p_key text, p_applied boolean, p_result bytea, p_reason text, p_actor text, p_fence bigint, p_identity text, OUT o_outcome text, OUT o_id bigint, OUT o_result bytea, OUT o_state text, OUT o_fence bigint)
 REVOKE ALL ON FUNCTION <schema>.hold_verdict(p_key text, p_applied boolean, p_result bytea, p_reason text, p_actor text, p_fence bigint, p_identity text, OUT o_outcome text, OUT o_id bigint, OUT o_result bytea, OUT o_state text, OUT o_fence bigint) FROM PUBLIC;
+
+-- ACL FUNCTION holder_batch(p_operation text, p_keys text[], p_resources text[], p_fences bigint[], p_ttls_ms bigint[], p_applying boolean[], p_results bytea[], p_reasons text[], p_lock_timeout text)
+REVOKE ALL ON FUNCTION <schema>.holder_batch(p_operation text, p_keys text[], p_resources text[], p_fences bigint[], p_ttls_ms bigint[], p_applying boolean[], p_results bytea[], p_reasons text[], p_lock_timeout text) FROM PUBLIC;
 
 -- ACL FUNCTION judge_verdict(p_id bigint, p_accept boolean, p_why text, OUT o_state text, OUT o_why text)
 REVOKE ALL ON FUNCTION <schema>.judge_verdict(p_id bigint, p_accept boolean, p_why text, OUT o_state text, OUT o_why text) FROM PUBLIC;

@@ -187,6 +187,8 @@ function literal(client: pg.ClientBase, value: unknown): string {
   if (typeof value === 'boolean') return String(value);
   if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
   if (typeof value === 'string') return client.escapeLiteral(value);
+  // The batched statements' arrays (each cast to its type in the statement text).
+  if (Array.isArray(value)) return `ARRAY[${value.map((v) => literal(client, v)).join(', ')}]`;
   if (value instanceof Uint8Array) {
     const hex = Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex');
     return `pg_catalog.decode('${hex}', 'hex')`;

@@ -1,6 +1,5 @@
 import type pg from 'pg';
 import {
-  ContendedError,
   FenceStaleError,
   InvalidActionError,
   KeyConflictError,
@@ -48,6 +47,7 @@ import type {
 } from '../../core/verdict.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
 import { HeldVerdicts, type VerdictRow, verdictRefusal, verdictValues } from './held-verdicts.js';
+import { type AcquireCall, batchLimits, type HolderCall, KeyBatches } from './key-batches.js';
 import {
   type AcquireHit,
   type AcquireRow,
@@ -56,7 +56,6 @@ import {
   GRANTED_ROW,
   KEY_SQL,
   type KeyRow,
-  parseBytea,
   toRecord,
 } from './key-statements.js';
 import { type MigrationStatus, migrationStatus } from './migrate.js';
@@ -128,6 +127,16 @@ export interface PgStoreOptions extends PoolOptions {
    * @default 1
    */
   waitersPerResource?: number;
+  /**
+   * Concurrent calls of one kind (acquire, renew, complete, markUncertain, release, inspect)
+   * that arrive while a statement of their kind is in flight are sent together, as ONE statement
+   * carrying all their keys, when it returns: one round trip and one commit for all of them.
+   * There is no timer: a call that finds none of its kind in flight is sent at once, alone, as
+   * with `false`. Each key is answered exactly as alone (docs/performance.md). `maxKeys` (1 to
+   * 64) bounds the keys of one statement. `false` sends one statement per call.
+   * @default true (maxKeys 32)
+   */
+  batching?: boolean | { maxKeys?: number };
 }
 
 /** The floor purge_batch() keeps in the schema for every role but the schema's owner (0013). */
@@ -175,6 +184,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
   readonly #sweep: SweepLeader;
   readonly #verdicts: HeldVerdicts;
   readonly #transactional: PgTransactional;
+  /** The calls that may share statements (batching), and their one-key paths. */
+  readonly #batches: KeyBatches;
 
   constructor(options: PgStoreOptions = {}) {
     const batch = options.purgeBatchSize ?? 5_000;
@@ -210,6 +221,15 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     this.#pool = pool;
     this.#ownsPool = owned;
     this.#rows = statementRunner(pool, keySql);
+    this.#batches = new KeyBatches({
+      pool,
+      schema: this.#schema,
+      named,
+      limits: batchLimits(options.batching),
+      rows: this.#rows,
+      lockWaitMs,
+      acquireAlone: (call) => this.#askAcquire(call, FIRST_LOOK),
+    });
     this.#sweep = new SweepLeader(pool, this.#schema, this.#transactionPooling);
     this.#verdicts = new HeldVerdicts(pool, this.#schema, this.#limits, named);
     this.#transactional = new PgTransactional({
@@ -267,22 +287,23 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
   ): Promise<Acquisition> {
     const a = checkAction(action, this.#limits);
     checkLeaseTtl(ttlMs, this.#limits);
-    const digest = payloadDigest(a.payload);
-    const values = (lockTimeout: string) => [
-      a.key,
-      a.resource,
-      digest,
-      a.retrySafety,
+    const call: AcquireCall = {
+      key: a.key,
+      resource: a.resource,
+      digest: payloadDigest(a.payload),
+      retrySafety: a.retrySafety,
       ttlMs,
-      options.applying === true,
-      lockTimeout,
-    ];
+      applying: options.applying === true,
+    };
     const pass = this.#waiters.enter(a.resource);
     if (!pass) return this.#waiters.turnedAway(a.resource);
-    let answer: AcquireHit;
+    let answer: AcquireRow;
     try {
       try {
-        answer = await this.#askAcquire(values(pass.placed ? this.#lockTimeout : FIRST_LOOK));
+        // A busy resource's place waits alone; a first look may share a statement (batching).
+        answer = pass.placed
+          ? await this.#askAcquire(call, this.#lockTimeout)
+          : await this.#batches.acquire(call);
       } catch (error) {
         if (!lockWaitExceeded(error)) throw error;
         if (pass.placed) {
@@ -292,7 +313,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
         // The resource's row is held: waited for by at most waitersPerResource of these calls.
         if (!pass.held()) return this.#waiters.turnedAway(a.resource);
         try {
-          answer = await this.#askAcquire(values(this.#lockTimeout));
+          answer = await this.#askAcquire(call, this.#lockTimeout);
         } catch (error) {
           if (!lockWaitExceeded(error)) throw error;
           pass.held();
@@ -302,21 +323,31 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     } finally {
       pass.leave();
     }
-    const { o_result, o_fresh } = answer;
-    if (!o_fresh) return { outcome: 'replayed', result: { payload: plainBytes(o_result!) } };
-    return this.#acquisition(a, ttlMs, fromJson(o_fresh), false);
+    return this.#acquisition(a, ttlMs, answer, false);
   }
 
-  /** The acquire statement; a fresh grant that lost a race is asked once more. */
-  async #askAcquire(values: unknown[]): Promise<AcquireHit> {
+  /** The acquire statement for one key; a fresh grant that lost a race is asked once more. */
+  async #askAcquire(call: AcquireCall, lockTimeout: string): Promise<AcquireRow> {
+    const { key, resource, digest, retrySafety, ttlMs, applying } = call;
+    const values = [key, resource, digest, retrySafety, ttlMs, applying, lockTimeout];
+    let hit: AcquireHit;
     try {
-      return (await this.#rows<AcquireHit>('acquire', values))[0]!;
+      hit = (await this.#rows<AcquireHit>('acquire', values))[0]!;
     } catch (error) {
       if (!lostRace(error)) throw error;
       // Asked once more, acquire_fresh() now sees the key and leaves it to acquire(), which
       // judges it under the locks.
-      return (await this.#rows<AcquireHit>('acquire', values))[0]!;
+      hit = (await this.#rows<AcquireHit>('acquire', values))[0]!;
     }
+    if (hit.o_fresh) return fromJson(hit.o_fresh);
+    return {
+      o_outcome: 'replayed',
+      o_fence: null,
+      o_expires_at_ms: null,
+      o_retry_after_ms: null,
+      o_result: hit.o_result,
+      o_reason: null,
+    };
   }
 
   executeInTransaction(
@@ -383,75 +414,38 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
   ): Promise<Lease> {
     const a = this.#leaseAction(action, lease);
     checkLeaseTtl(ttlMs, this.#limits);
-    const [{ o_renewed }] = (await this.#holderRows<{
-      o_renewed: { o_outcome: string; o_expires_at_ms: number | null };
-    }>('renew', a, [a.key, a.resource, lease.fence, ttlMs, options.applying === true])) as [
-      { o_renewed: { o_outcome: string; o_expires_at_ms: number | null } },
-    ];
-    this.#expect(o_renewed.o_outcome, 'renewed', a.resource, lease);
-    return { ...lease, ttlMs, expiresAt: int(o_renewed.o_expires_at_ms) };
+    const { o_outcome, o_expires_at_ms } = await this.#batches.renew({
+      ...held(a, lease),
+      ttlMs,
+      applying: options.applying === true,
+    });
+    this.#expect(o_outcome, 'renewed', a.resource, lease);
+    return { ...lease, ttlMs, expiresAt: int(o_expires_at_ms) };
   }
 
   async complete(action: Action, lease: Lease, result: Result): Promise<Result> {
     const payload = checkBytes('result', result?.payload, this.#limits.maxPayloadBytes);
     const a = this.#leaseAction(action, lease);
-    const values = [a.key, a.resource, lease.fence, asBuffer(payload)];
-    const [{ o_moved }] = (await this.#holderRows<{ o_moved: string }>('complete', a, values)) as [
-      { o_moved: string },
-    ];
-    if (Number(o_moved) === 1) return { payload: plainBytes(payload) };
-    const [{ o_judged }] = (await this.#holderRows<{
-      o_judged: { o_outcome: string; o_result: string | null };
-    }>('completeJudged', a, values)) as [
-      { o_judged: { o_outcome: string; o_result: string | null } },
-    ];
-    if (o_judged.o_outcome === 'replayed') {
-      return { payload: plainBytes(parseBytea(o_judged.o_result!)) };
-    }
-    this.#expect(o_judged.o_outcome, 'completed', a.resource, lease);
+    const { o_outcome, o_result } = await this.#batches.complete({
+      ...held(a, lease),
+      result: asBuffer(payload),
+    });
+    if (o_outcome === 'replayed') return { payload: plainBytes(o_result!) };
+    this.#expect(o_outcome, 'completed', a.resource, lease);
     return { payload: plainBytes(payload) };
   }
 
   async markUncertain(action: Action, lease: Lease, reason: string): Promise<void> {
     const masked = checkReason(reason, this.#limits);
     const a = this.#leaseAction(action, lease);
-    const [row] = await this.#holderRows<{ o_outcome: string }>('markUncertain', a, [
-      a.key,
-      a.resource,
-      lease.fence,
-      masked,
-    ]);
-    this.#expect(row!.o_outcome, 'marked', a.resource, lease);
+    const { o_outcome } = await this.#batches.markUncertain({ ...held(a, lease), reason: masked });
+    this.#expect(o_outcome, 'marked', a.resource, lease);
   }
 
   async release(action: Action, lease: Lease): Promise<void> {
     const a = this.#leaseAction(action, lease);
-    const [row] = await this.#holderRows<{ o_outcome: string }>('release', a, [
-      a.key,
-      a.resource,
-      lease.fence,
-    ]);
-    this.#expect(row!.o_outcome, 'released', a.resource, lease);
-  }
-
-  /**
-   * A holder's statement, waiting for its resource's row at most lockWaitMs: past that (a
-   * transactional grant holds the row for its work) it throws ContendedError, nothing written,
-   * instead of holding a pool connection for the rest of that transaction.
-   */
-  async #holderRows<R extends pg.QueryResultRow>(
-    operation: 'renew' | 'complete' | 'completeJudged' | 'markUncertain' | 'release',
-    a: Required<Action>,
-    values: unknown[],
-  ): Promise<R[]> {
-    try {
-      return await this.#rows<R>(operation, [...values, this.#lockTimeout]);
-    } catch (error) {
-      if (!lockWaitExceeded(error)) throw error;
-      throw new ContendedError(a.key, a.resource, this.#lockWaitMs, {
-        cause: (error as StoreUnavailableError).cause,
-      });
-    }
+    const { o_outcome } = await this.#batches.release(held(a, lease));
+    this.#expect(o_outcome, 'released', a.resource, lease);
   }
 
   async resolveUncertain(key: Key, resolution: Resolution): Promise<ResolveOutcome> {
@@ -489,8 +483,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
 
   async inspect(key: Key): Promise<KeyRecord | undefined> {
     if (!storableKey(key, this.#limits)) return undefined;
-    const rows = await this.#rows<KeyRow>('inspect', [key]);
-    return rows[0] && toRecord(rows[0]);
+    const row = await this.#batches.inspect(key);
+    return row && toRecord(row);
   }
 
   async list(filter: ListFilter = {}): Promise<KeyRecord[]> {
@@ -589,6 +583,11 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     const rows = await this.#rows<R>(operation, values);
     return rows[0]!;
   }
+}
+
+/** The key, resource and fence a holder's call presents. */
+function held(a: Required<Action>, lease: Lease): HolderCall {
+  return { key: a.key, resource: a.resource, fence: lease.fence };
 }
 
 /** Postgres refused a row because its key exists: a race the store answers by asking again. */

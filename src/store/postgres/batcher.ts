@@ -1,0 +1,142 @@
+/** A key the shared statement did not judge (its block failed): it is asked again on its own. */
+export const AGAIN: unique symbol = Symbol('again');
+
+/**
+ * Set to true on the `batching` option's object to send every call through the shared statement,
+ * a lone one too: how the tests hold the whole store contract to it. Not part of the API.
+ */
+export const batchEveryCall: unique symbol = Symbol('sideeffect.batchEveryCall');
+
+/** How one kind of call reaches the database alone and together with others of its kind. */
+export interface BatchKind<I, O> {
+  /** The one-key statement: a call that finds none of its kind in flight, or one answered AGAIN. */
+  one(item: I): Promise<O>;
+  /** One statement for several calls: an answer per item, in their order. */
+  many(items: readonly I[]): Promise<(O | typeof AGAIN)[]>;
+  /** Calls with the same name never share a statement: the later one waits for the next. */
+  name?(item: I): string;
+  /** Bytes the call adds to the statement (its payload), held to a bound per statement. */
+  bytes?(item: I): number;
+}
+
+/** How calls are grouped; see PgStoreOptions.batching. */
+export interface BatchLimits {
+  /** The most calls one statement carries. */
+  maxKeys: number;
+  /** The most payload bytes one statement carries (a single larger call still goes alone). */
+  maxBytes: number;
+  /**
+   * Every call through the shared statement, even one alone: how the tests run the whole store
+   * contract through it. Costs a lone caller the batch statement's overhead.
+   */
+  everyCall?: boolean;
+}
+
+const LANES = Number(process.env.HB_LANES ?? 1);
+
+interface Waiting<I, O> {
+  item: I;
+  resolve(answer: O): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Groups one process's concurrent calls of one kind into one statement, graphile-worker style:
+ * a call that finds no statement of its kind in flight is sent at once, alone (a lone caller
+ * waits for nothing and pays nothing); calls that arrive while one is in flight wait for it, and
+ * are sent together, up to the limits, the moment it returns. No timer: under load the batch is
+ * whatever arrived during one round trip, idle it is one call. A shared statement that fails
+ * (the connection lost) fails each of its calls with that error, as their own statements would
+ * have; a key it answers AGAIN is asked alone, outside the queue.
+ */
+export class Batcher<I, O> {
+  readonly #kind: BatchKind<I, O>;
+  readonly #limits: BatchLimits;
+  #inFlight = 0;
+  #scheduled = false;
+  #waiting: Waiting<I, O>[] = [];
+
+  constructor(kind: BatchKind<I, O>, limits: BatchLimits) {
+    this.#kind = kind;
+    this.#limits = limits;
+  }
+
+  run(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.#waiting.push({ item, resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  /**
+   * Sends what waits once the calls of this event-loop turn have arrived: the callers a returning
+   * statement resumes all call within the turn, and go together instead of the first alone and
+   * the rest one round trip later. Not a timer: the turn ends as soon as its callbacks have run.
+   */
+  #schedule(): void {
+    if (this.#inFlight >= LANES || this.#scheduled || this.#waiting.length === 0) return;
+    this.#scheduled = true;
+    setImmediate(this.#send);
+  }
+
+  readonly #send = (): void => {
+    this.#scheduled = false;
+    const batch = this.#take();
+    this.#inFlight += 1;
+    const sent =
+      batch.length === 1 && !this.#limits.everyCall
+        ? this.#alone(batch[0]!)
+        : this.#together(batch);
+    sent.then(this.#returned, this.#returned);
+  };
+
+  readonly #returned = (): void => {
+    this.#inFlight -= 1;
+    this.#schedule();
+  };
+
+  /** The calls waiting longest that fit one statement; a call whose name is taken waits on. */
+  #take(): Waiting<I, O>[] {
+    const { maxKeys, maxBytes } = this.#limits;
+    const batch: Waiting<I, O>[] = [];
+    const rest: Waiting<I, O>[] = [];
+    const names = new Set<string>();
+    let bytes = 0;
+    for (const call of this.#waiting) {
+      const name = this.#kind.name?.(call.item);
+      const size = this.#kind.bytes?.(call.item) ?? 0;
+      const fits =
+        batch.length < maxKeys &&
+        (batch.length === 0 || bytes + size <= maxBytes) &&
+        (name === undefined || !names.has(name));
+      if (!fits) {
+        rest.push(call);
+        continue;
+      }
+      batch.push(call);
+      bytes += size;
+      if (name !== undefined) names.add(name);
+    }
+    this.#waiting = rest;
+    return batch;
+  }
+
+  #alone(call: Waiting<I, O>): Promise<void> {
+    return this.#kind.one(call.item).then(call.resolve, call.reject);
+  }
+
+  async #together(batch: Waiting<I, O>[]): Promise<void> {
+    let answers: (O | typeof AGAIN)[];
+    try {
+      answers = await this.#kind.many(batch.map((call) => call.item));
+    } catch (error) {
+      for (const call of batch) call.reject(error);
+      return;
+    }
+    batch.forEach((call, i) => {
+      const answer = answers[i]!;
+      if (answer === AGAIN) void this.#alone(call);
+      else call.resolve(answer);
+    });
+  }
+}
