@@ -6,6 +6,7 @@
  */
 import { afterAll } from 'vitest';
 import { describeStoreConformance } from '../conformance/store-conformance.js';
+import type { BatchingMode } from '../support/batching.js';
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
 import { pgHarness } from './pg-support/harness.js';
 
@@ -14,8 +15,13 @@ afterAll(async () => {
   await (await bouncer)?.stop();
 });
 
-describeStoreConformance('PgStore through PgBouncer (transaction pooling)', async () => {
-  bouncer ??= startPgBouncer({ serverConnections: 4 });
-  const { url } = await bouncer;
-  return pgHarness('pg_bouncer', { via: { url, transactionPooling: true } });
-});
+for (const batching of ['every call', 'off'] as const satisfies BatchingMode[]) {
+  describeStoreConformance(
+    `PgStore through PgBouncer (transaction pooling), batching ${batching}`,
+    async () => {
+      bouncer ??= startPgBouncer({ serverConnections: 4 });
+      const { url } = await bouncer;
+      return pgHarness('pg_bouncer', { via: { url, transactionPooling: true }, batching });
+    },
+  );
+}

@@ -30,9 +30,14 @@ import { REPO_ROOT } from '../support/temporal.js';
 import { SQL_0_1_0 } from './fixtures/release-0.1.0.js';
 import { pgHarness } from './pg-support/harness.js';
 
-describeStoreConformance('PgStore as a runtime role with exactly its grants', () =>
-  pgHarness('pg_runtime_role', { role: 'runtime' }),
-);
+// Every call through the batch statements, whose functions the runtime role must be able to run,
+// and one statement per call.
+for (const batching of ['every call', 'off'] as const) {
+  describeStoreConformance(
+    `PgStore as a runtime role with exactly its grants, batching ${batching}`,
+    () => pgHarness('pg_runtime_role', { role: 'runtime', batching }),
+  );
+}
 
 const tag = randomBytes(4).toString('hex');
 const WEEK = 7 * 24 * 60 * 60 * 1000;

@@ -13,6 +13,7 @@ import {
   PgStore,
   type RoleKind,
 } from '../../../src/store/postgres/index.js';
+import { type BatchingMode, batchingOption } from '../../support/batching.js';
 import { type FreshSchema, freshSchema } from '../../support/postgres.js';
 import { grantedRole } from '../../support/roles.js';
 
@@ -38,6 +39,8 @@ export async function pgHarness(
      * (a role of its own, dropped by close()); default the test database's superuser.
      */
     role?: RoleKind;
+    /** How the store groups its calls; default SIDEEFFECT_TEST_BATCHING's (test/support/batching.ts). */
+    batching?: BatchingMode;
   } = {},
 ): Promise<PgHarness> {
   const db = await freshSchema(prefix, options.url);
@@ -71,6 +74,7 @@ export async function pgHarness(
     schema: db.schema,
     limits: options.limits,
     transactionPooling,
+    batching: batchingOption(options.batching),
   });
   const sink = new PgFencedSink({ pool, schema: db.schema, transactionPooling });
   return {

@@ -1,0 +1,182 @@
+/**
+ * The Batcher's grouping (src/store/postgres/batcher.ts), with kinds that record what they were
+ * sent: a call alone takes the one-key path, calls of one turn and calls that arrive while a
+ * statement is in flight share one, within the limits, and each gets its own answer or error.
+ */
+import { describe, expect, it } from 'vitest';
+import { AGAIN, Batcher, type BatchKind } from '../../src/store/postgres/batcher.js';
+
+interface Call {
+  key: string;
+  bytes?: number;
+}
+
+/** A kind whose statements wait until released, recording each one. */
+function recordingKind(answer: (call: Call) => string | typeof AGAIN = (c) => `ok ${c.key}`) {
+  const sent: { path: 'one' | 'many'; keys: string[] }[] = [];
+  const pending: (() => void)[] = [];
+  let failWith: unknown;
+  const statement = <T>(value: () => T): Promise<T> =>
+    new Promise((resolve, reject) => {
+      pending.push(() => {
+        if (failWith !== undefined) reject(failWith);
+        else resolve(value());
+      });
+    });
+  const kind: BatchKind<Call, string> = {
+    one: (call) => {
+      sent.push({ path: 'one', keys: [call.key] });
+      return statement(() => `alone ${call.key}`);
+    },
+    many: (calls) => {
+      sent.push({ path: 'many', keys: calls.map((c) => c.key) });
+      return statement(() => calls.map(answer));
+    },
+    name: (call) => call.key,
+    bytes: (call) => call.bytes ?? 0,
+  };
+  return {
+    kind,
+    sent,
+    /** Lets every statement sent so far return, then waits for what that sets off. */
+    async returnAll(): Promise<void> {
+      for (const release of pending.splice(0)) release();
+      await turn();
+    },
+    fail(error: unknown) {
+      failWith = error;
+    },
+  };
+}
+
+/**
+ * A few event-loop turns: whatever the Batcher sends at the end of the turn in which a statement
+ * returned (after that statement's promise chain has run) has been sent.
+ */
+async function turn(): Promise<void> {
+  for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+const limits = { maxKeys: 32, maxBytes: 1_000 };
+
+describe('Batcher', () => {
+  it('sends a call alone through the one-key path', async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, limits);
+    const answer = batcher.run({ key: 'a' });
+    await turn();
+    await k.returnAll();
+    expect(await answer).toBe('alone a');
+    expect(k.sent).toEqual([{ path: 'one', keys: ['a'] }]);
+  });
+
+  it('sends the calls of one turn together, in arrival order', async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, limits);
+    const answers = ['a', 'b', 'c'].map((key) => batcher.run({ key }));
+    await turn();
+    await k.returnAll();
+    expect(await Promise.all(answers)).toEqual(['ok a', 'ok b', 'ok c']);
+    expect(k.sent).toEqual([{ path: 'many', keys: ['a', 'b', 'c'] }]);
+  });
+
+  it('holds the calls that arrive while a statement is in flight, and sends them together when it returns', async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, limits);
+    const first = batcher.run({ key: 'a' });
+    await turn();
+    const later = [batcher.run({ key: 'b' })];
+    await turn();
+    later.push(batcher.run({ key: 'c' }));
+    await turn();
+    expect(k.sent).toEqual([{ path: 'one', keys: ['a'] }]);
+    await k.returnAll();
+    expect(k.sent.at(-1)).toEqual({ path: 'many', keys: ['b', 'c'] });
+    await k.returnAll();
+    expect([await first, ...(await Promise.all(later))]).toEqual(['alone a', 'ok b', 'ok c']);
+  });
+
+  it('puts at most maxKeys calls in one statement, and the rest in the next', async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, { ...limits, maxKeys: 2 });
+    const answers = ['a', 'b', 'c'].map((key) => batcher.run({ key }));
+    await turn();
+    await k.returnAll();
+    await k.returnAll();
+    expect(await Promise.all(answers)).toEqual(['ok a', 'ok b', 'alone c']);
+    expect(k.sent).toEqual([
+      { path: 'many', keys: ['a', 'b'] },
+      { path: 'one', keys: ['c'] },
+    ]);
+  });
+
+  it('never puts two calls of one name in one statement: the later one waits for the next', async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, limits);
+    const answers = ['a', 'a', 'b'].map((key) => batcher.run({ key }));
+    await turn();
+    await k.returnAll();
+    await k.returnAll();
+    expect(await Promise.all(answers)).toEqual(['ok a', 'alone a', 'ok b']);
+    expect(k.sent).toEqual([
+      { path: 'many', keys: ['a', 'b'] },
+      { path: 'one', keys: ['a'] },
+    ]);
+  });
+
+  it('keeps a statement within maxBytes, though a larger call still goes, alone', async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, { ...limits, maxBytes: 100 });
+    const answers = [
+      batcher.run({ key: 'big', bytes: 500 }),
+      batcher.run({ key: 'a', bytes: 60 }),
+      batcher.run({ key: 'b', bytes: 60 }),
+    ];
+    await turn();
+    await k.returnAll();
+    await k.returnAll();
+    await k.returnAll();
+    expect(await Promise.all(answers)).toEqual(['alone big', 'alone a', 'alone b']);
+    expect(k.sent.map((s) => s.keys)).toEqual([['big'], ['a'], ['b']]);
+  });
+
+  it('asks a call the shared statement answered AGAIN alone, and answers the others at once', async () => {
+    const k = recordingKind((c) => (c.key === 'b' ? AGAIN : `ok ${c.key}`));
+    const batcher = new Batcher(k.kind, limits);
+    const answers = ['a', 'b', 'c'].map((key) => batcher.run({ key }));
+    await turn();
+    await k.returnAll();
+    expect(await answers[0]).toBe('ok a');
+    expect(await answers[2]).toBe('ok c');
+    expect(k.sent.at(-1)).toEqual({ path: 'one', keys: ['b'] });
+    await k.returnAll();
+    expect(await answers[1]).toBe('alone b');
+  });
+
+  it('fails every call of a shared statement that fails, with its error', async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, limits);
+    const answers = ['a', 'b'].map((key) => batcher.run({ key }).catch((error: unknown) => error));
+    await turn();
+    const lost = new Error('connection terminated');
+    k.fail(lost);
+    await k.returnAll();
+    expect(await Promise.all(answers)).toEqual([lost, lost]);
+    // The next call is sent as ever.
+    const next = batcher.run({ key: 'c' }).catch((error: unknown) => error);
+    await turn();
+    expect(k.sent.at(-1)).toEqual({ path: 'one', keys: ['c'] });
+    await k.returnAll();
+    expect(await next).toBe(lost);
+  });
+
+  it('sends even a call alone through the shared statement with everyCall', async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, { ...limits, everyCall: true });
+    const answer = batcher.run({ key: 'a' });
+    await turn();
+    await k.returnAll();
+    expect(await answer).toBe('ok a');
+    expect(k.sent).toEqual([{ path: 'many', keys: ['a'] }]);
+  });
+});
