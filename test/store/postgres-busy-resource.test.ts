@@ -16,6 +16,7 @@ import {
 } from '../../src/core/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
 import { PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
+import { type BatchingMode, batchingOption } from '../support/batching.js';
 import { bytes } from '../support/bytes.js';
 import { SQL_0_1_0 } from './fixtures/release-0.1.0.js';
 import { type PgHarness, pgHarness } from './pg-support/harness.js';
@@ -83,66 +84,77 @@ async function timed(call: () => Promise<unknown>): Promise<{ ms: number; error?
   return { ms: performance.now() - started, error };
 }
 
-describe('a plain holder whose resource a transactional grant took over', () => {
-  it('renew, complete, markUncertain, release and writeFenced answer within the lock bound, typed and retryable; then stale as ever', async () => {
-    const pool = new pg.Pool({ ...h.db.config, max: 4 });
-    pool.on('error', () => {});
-    const store = new PgStore({ pool, schema: h.db.schema, lockWaitMs: LOCK_WAIT_MS });
-    const sink = new PgFencedSink({ pool, schema: h.db.schema, lockWaitMs: LOCK_WAIT_MS });
-    try {
-      const a: Action = { key: 'plain', resource: 'taken' };
-      const got = await store.acquire(a, 1_000, { applying: true });
-      if (got.outcome !== 'granted') throw new Error(got.outcome);
-      const lease: Lease = got.lease;
-      // Its lease runs out (the store's clock), and a transactional effect takes the resource.
-      await h.advance(2_000);
-      const holder = await transactionalHolder('taken');
-      try {
-        const calls: Record<string, () => Promise<unknown>> = {
-          renew: () => store.renew(a, lease, 1_000),
-          complete: () => store.complete(a, lease, { payload: bytes('late') }),
-          markUncertain: () => store.markUncertain(a, lease, 'late'),
-          release: () => store.release(a, lease),
-        };
-        for (const [name, call] of Object.entries(calls)) {
-          const { ms, error } = await timed(call);
-          expect(error, name).toMatchObject({
-            code: 'CONTENDED',
-            key: 'plain',
-            resource: 'taken',
-            retryAfterMs: LOCK_WAIT_MS,
-            cause: { code: '55P03' },
-          });
-          expect(ms, name).toBeLessThan(LOCK_WAIT_MS + 2_000);
-        }
-        let wrote = false;
-        const { ms, error } = await timed(() =>
-          sink.writeFenced('taken', lease.fence, async () => {
-            wrote = true;
-          }),
-        );
-        expect(error).toBeInstanceOf(StoreUnavailableError);
-        expect(error).toMatchObject({ cause: { code: '55P03' } });
-        // Nothing was written: the Runner releases the key instead of marking it uncertain.
-        expect(isNotApplied(error)).toBe(true);
-        expect(wrote).toBe(false);
-        expect(ms).toBeLessThan(LOCK_WAIT_MS + 2_000);
-      } finally {
-        await holder.end();
-      }
-      // The transaction committed: the plain holder is stale, as it always was.
-      await expect(store.renew(a, lease, 1_000)).rejects.toMatchObject({ code: 'FENCE_STALE' });
-      await expect(sink.writeFenced('taken', lease.fence, async () => {})).rejects.toMatchObject({
-        code: 'FENCE_STALE',
+describe.each(['on', 'off'] as const satisfies BatchingMode[])('batching %s', (batching) => {
+  describe('a plain holder whose resource a transactional grant took over', () => {
+    it('renew, complete, markUncertain, release and writeFenced answer within the lock bound, typed and retryable; then stale as ever', async () => {
+      const pool = new pg.Pool({ ...h.db.config, max: 4 });
+      pool.on('error', () => {});
+      const store = new PgStore({
+        pool,
+        schema: h.db.schema,
+        lockWaitMs: LOCK_WAIT_MS,
+        batching: batchingOption(batching),
       });
-      // The connections that gave up waiting went back to the pool in working order.
-      expect(pool.totalCount).toBeLessThanOrEqual(4);
-      expect((await pool.query('select 1 as one')).rows[0].one).toBe(1);
-    } finally {
-      await pool.end();
-    }
+      const sink = new PgFencedSink({ pool, schema: h.db.schema, lockWaitMs: LOCK_WAIT_MS });
+      try {
+        const a: Action = { key: `plain-${batching}`, resource: `taken-${batching}` };
+        const got = await store.acquire(a, 1_000, { applying: true });
+        if (got.outcome !== 'granted') throw new Error(got.outcome);
+        const lease: Lease = got.lease;
+        // Its lease runs out (the store's clock), and a transactional effect takes the resource.
+        await h.advance(2_000);
+        const holder = await transactionalHolder(a.resource);
+        try {
+          const calls: Record<string, () => Promise<unknown>> = {
+            renew: () => store.renew(a, lease, 1_000),
+            complete: () => store.complete(a, lease, { payload: bytes('late') }),
+            markUncertain: () => store.markUncertain(a, lease, 'late'),
+            release: () => store.release(a, lease),
+          };
+          for (const [name, call] of Object.entries(calls)) {
+            const { ms, error } = await timed(call);
+            expect(error, name).toMatchObject({
+              code: 'CONTENDED',
+              key: a.key,
+              resource: a.resource,
+              retryAfterMs: LOCK_WAIT_MS,
+              cause: { code: '55P03' },
+            });
+            expect(ms, name).toBeLessThan(LOCK_WAIT_MS + 2_000);
+          }
+          let wrote = false;
+          const { ms, error } = await timed(() =>
+            sink.writeFenced(a.resource, lease.fence, async () => {
+              wrote = true;
+            }),
+          );
+          expect(error).toBeInstanceOf(StoreUnavailableError);
+          expect(error).toMatchObject({ cause: { code: '55P03' } });
+          // Nothing was written: the Runner releases the key instead of marking it uncertain.
+          expect(isNotApplied(error)).toBe(true);
+          expect(wrote).toBe(false);
+          expect(ms).toBeLessThan(LOCK_WAIT_MS + 2_000);
+        } finally {
+          await holder.end();
+        }
+        // The transaction committed: the plain holder is stale, as it always was.
+        await expect(store.renew(a, lease, 1_000)).rejects.toMatchObject({ code: 'FENCE_STALE' });
+        await expect(
+          sink.writeFenced(a.resource, lease.fence, async () => {}),
+        ).rejects.toMatchObject({
+          code: 'FENCE_STALE',
+        });
+        // The connections that gave up waiting went back to the pool in working order.
+        expect(pool.totalCount).toBeLessThanOrEqual(4);
+        expect((await pool.query('select 1 as one')).rows[0].one).toBe(1);
+      } finally {
+        await pool.end();
+      }
+    });
   });
+});
 
+describe('a worker of release 0.1.0', () => {
   it("a 0.1.0 worker's acquire answers contended after 1 s while a transactional holder has the row", async () => {
     const holder = await transactionalHolder('old-busy');
     try {
@@ -235,122 +247,144 @@ describe("writeFenced's bound", () => {
   });
 });
 
-describe('callers of one resource that meet no held row', () => {
-  it('are never turned away: 40 replays of done keys at once all replay', async () => {
-    const pool = new pg.Pool({ ...h.db.config, max: 10 });
-    pool.on('error', () => {});
-    const store = new PgStore({ pool, schema: h.db.schema, lockWaitMs: LOCK_WAIT_MS });
-    try {
-      const runner = new Runner(store, { ttlMs: 10_000 });
-      for (let i = 0; i < 40; i++) {
-        await runner.execute({ key: `done-${i}`, resource: 'shared' }, async () => ({
-          payload: bytes(`r${i}`),
-        }));
-      }
-      const answers = await Promise.all(
-        Array.from({ length: 40 }, (_, i) =>
-          store.acquire({ key: `done-${i}`, resource: 'shared' }, 10_000),
-        ),
-      );
-      expect(answers.map((answer) => answer.outcome)).toEqual(Array(40).fill('replayed'));
-    } finally {
-      await pool.end();
-    }
-  });
-});
-
 /** The q-quantile of `samples` (nearest rank). */
 function quantile(samples: number[], q: number): number {
   const sorted = [...samples].sort((x, y) => x - y);
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
 }
 
-describe('80 callers of one busy resource, a pool of 10', () => {
-  it("leave the pool to other resources: an unrelated acquire's p99 stays under 2x idle, and at most one of them waits at a time", async () => {
-    const app = `busy-${process.pid}`;
-    const pool = new pg.Pool({ ...h.db.config, max: 10, application_name: app });
-    pool.on('error', () => {});
-    const store = new PgStore({ pool, schema: h.db.schema, lockWaitMs: LOCK_WAIT_MS });
-    const holder = await transactionalHolder('hot');
-    let n = 0;
-    /** One acquire of a key never seen on a resource nobody holds: the plain grant. */
-    const unrelated = async (): Promise<number> => {
-      n += 1;
-      const started = performance.now();
-      const got = await store.acquire({ key: `u${n}`, resource: `u${n}` }, 10_000);
-      const ms = performance.now() - started;
-      expect(got.outcome).toBe('granted');
-      return ms;
-    };
-    /** `count` acquires one after the other, or as many as fit in 5 s. */
-    const sample = async (count: number): Promise<number[]> => {
-      const taken: number[] = [];
-      const until = performance.now() + 5_000;
-      while (taken.length < count && performance.now() < until) taken.push(await unrelated());
-      return taken;
-    };
-    try {
-      await sample(20); // warm: connections opened, statements prepared
-      const idle: number[] = [];
-      const busy: number[] = [];
-      let mostWaiting = 0;
-      let contended = 0;
-      // Idle and busy turns alternate, so a load change on the machine hits both alike.
-      for (let round = 0; round < 5; round++) {
-        idle.push(...(await sample(50)));
-        let stop = false;
-        let m = 0;
-        let answered = 0;
-        const callers = Array.from({ length: 80 }, async (_, j) => {
-          let first = true;
-          while (!stop) {
-            m += 1;
-            const got = await store.acquire(
-              { key: `hot-${round}-${j}-${m}`, resource: 'hot' },
-              10_000,
-            );
-            expect(got.outcome).toBe('contended');
-            contended += 1;
-            if (first) answered += 1;
-            first = false;
-            // As the activity's retry would: after the answer's delay (at least 20 ms here).
-            if (got.outcome === 'contended') await sleep(Math.max(20, got.retryAfterMs));
-          }
-        });
-        const watcher = (async () => {
-          while (!stop) {
-            const { rows } = await h.db.pool.query<{ n: number }>(
-              `select count(*)::int as n from pg_stat_activity
+describe.each(['on', 'off'] as const satisfies BatchingMode[])('batching %s', (batching) => {
+  describe('callers of one resource that meet no held row', () => {
+    it('are never turned away: 40 replays of done keys at once all replay', async () => {
+      const pool = new pg.Pool({ ...h.db.config, max: 10 });
+      pool.on('error', () => {});
+      const store = new PgStore({
+        pool,
+        schema: h.db.schema,
+        lockWaitMs: LOCK_WAIT_MS,
+        batching: batchingOption(batching),
+      });
+      try {
+        const runner = new Runner(store, { ttlMs: 10_000 });
+        for (let i = 0; i < 40; i++) {
+          await runner.execute(
+            { key: `done-${batching}-${i}`, resource: `shared-${batching}` },
+            async () => ({
+              payload: bytes(`r${i}`),
+            }),
+          );
+        }
+        const answers = await Promise.all(
+          Array.from({ length: 40 }, (_, i) =>
+            store.acquire({ key: `done-${batching}-${i}`, resource: `shared-${batching}` }, 10_000),
+          ),
+        );
+        expect(answers.map((answer) => answer.outcome)).toEqual(Array(40).fill('replayed'));
+      } finally {
+        await pool.end();
+      }
+    });
+  });
+
+  describe('80 callers of one busy resource, a pool of 10', () => {
+    it("leave the pool to other resources: an unrelated acquire's p99 stays under 2x idle, and at most one of them waits at a time", async () => {
+      const app = `busy-${process.pid}`;
+      const pool = new pg.Pool({ ...h.db.config, max: 10, application_name: app });
+      pool.on('error', () => {});
+      const store = new PgStore({
+        pool,
+        schema: h.db.schema,
+        lockWaitMs: LOCK_WAIT_MS,
+        batching: batchingOption(batching),
+      });
+      const hot = `hot-${batching}`;
+      const holder = await transactionalHolder(hot);
+      let n = 0;
+      /** One acquire of a key never seen on a resource nobody holds: the plain grant. */
+      const unrelated = async (): Promise<number> => {
+        n += 1;
+        const started = performance.now();
+        const got = await store.acquire(
+          { key: `u-${batching}-${n}`, resource: `u-${batching}-${n}` },
+          10_000,
+        );
+        const ms = performance.now() - started;
+        expect(got.outcome).toBe('granted');
+        return ms;
+      };
+      /** `count` acquires one after the other, or as many as fit in 5 s. */
+      const sample = async (count: number): Promise<number[]> => {
+        const taken: number[] = [];
+        const until = performance.now() + 5_000;
+        while (taken.length < count && performance.now() < until) taken.push(await unrelated());
+        return taken;
+      };
+      try {
+        await sample(20); // warm: connections opened, statements prepared
+        const idle: number[] = [];
+        const busy: number[] = [];
+        let mostWaiting = 0;
+        let contended = 0;
+        // Idle and busy turns alternate, so a load change on the machine hits both alike.
+        for (let round = 0; round < 5; round++) {
+          idle.push(...(await sample(50)));
+          let stop = false;
+          let m = 0;
+          let answered = 0;
+          const callers = Array.from({ length: 80 }, async (_, j) => {
+            let first = true;
+            while (!stop) {
+              m += 1;
+              const got = await store.acquire(
+                { key: `${hot}-${round}-${j}-${m}`, resource: hot },
+                10_000,
+              );
+              expect(got.outcome).toBe('contended');
+              contended += 1;
+              if (first) answered += 1;
+              first = false;
+              // As the activity's retry would: after the answer's delay (at least 20 ms here).
+              if (got.outcome === 'contended') await sleep(Math.max(20, got.retryAfterMs));
+            }
+          });
+          const watcher = (async () => {
+            while (!stop) {
+              const { rows } = await h.db.pool.query<{ n: number }>(
+                `select count(*)::int as n from pg_stat_activity
                 where application_name = $1 and wait_event_type = 'Lock'
                   and clock_timestamp() - query_start > interval '50 milliseconds'`,
-              [app],
-            );
-            mostWaiting = Math.max(mostWaiting, rows[0]!.n);
-            await sleep(25);
-          }
-        })();
-        // Measured once every caller has had its first answer: the steady state, not their start.
-        while (answered < 80) await sleep(10);
-        busy.push(...(await sample(50)));
-        stop = true;
-        await Promise.all([...callers, watcher]);
+                [app],
+              );
+              mostWaiting = Math.max(mostWaiting, rows[0]!.n);
+              await sleep(25);
+            }
+          })();
+          // Measured once every caller has had its first answer: the steady state, not their start.
+          while (answered < 80) await sleep(10);
+          busy.push(...(await sample(50)));
+          stop = true;
+          await Promise.all([...callers, watcher]);
+        }
+        const report = {
+          idle: { p50: quantile(idle, 0.5), p99: quantile(idle, 0.99) },
+          busy: { p50: quantile(busy, 0.5), p99: quantile(busy, 0.99) },
+          mostWaiting,
+          contended,
+        };
+        console.log(
+          'unrelated acquire latency (ms), idle vs 80 callers of a busy resource',
+          report,
+        );
+        expect(mostWaiting).toBeLessThanOrEqual(1);
+        expect(contended).toBeGreaterThan(80);
+        // Twice idle, plus a quarter of the lock bound for a loaded machine's noise: without the bound
+        // in the process, the unrelated calls queued behind the waiters for several lock bounds.
+        expect(report.busy.p50).toBeLessThan(2 * report.idle.p50 + LOCK_WAIT_MS / 4);
+        expect(report.busy.p99).toBeLessThan(2 * report.idle.p99 + LOCK_WAIT_MS / 4);
+      } finally {
+        await holder.end();
+        await pool.end();
       }
-      const report = {
-        idle: { p50: quantile(idle, 0.5), p99: quantile(idle, 0.99) },
-        busy: { p50: quantile(busy, 0.5), p99: quantile(busy, 0.99) },
-        mostWaiting,
-        contended,
-      };
-      console.log('unrelated acquire latency (ms), idle vs 80 callers of a busy resource', report);
-      expect(mostWaiting).toBeLessThanOrEqual(1);
-      expect(contended).toBeGreaterThan(80);
-      // Twice idle, plus a quarter of the lock bound for a loaded machine's noise: without the bound
-      // in the process, the unrelated calls queued behind the waiters for several lock bounds.
-      expect(report.busy.p50).toBeLessThan(2 * report.idle.p50 + LOCK_WAIT_MS / 4);
-      expect(report.busy.p99).toBeLessThan(2 * report.idle.p99 + LOCK_WAIT_MS / 4);
-    } finally {
-      await holder.end();
-      await pool.end();
-    }
-  }, 120_000);
+    }, 120_000);
+  });
 });

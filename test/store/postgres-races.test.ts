@@ -9,6 +9,7 @@ import type pg from 'pg';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KeyConflictError, Runner } from '../../src/core/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
+import type { BatchingMode } from '../support/batching.js';
 import { bytes, text } from '../support/bytes.js';
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
 import { databaseWithDefaultIsolation } from '../support/postgres.js';
@@ -21,11 +22,18 @@ afterAll(async () => {
   await (await bouncer)?.stop();
 });
 
-describe.each([
+const SETTINGS = [
   ['the default isolation', undefined],
   ['a SERIALIZABLE-default database', 'serializable'],
   ['PgBouncer in transaction pooling', 'pgbouncer'],
-] as const)('PgStore single-statement paths under races, on %s', (_, setting) => {
+] as const;
+// Every call through the batch statements (whose keys meet the held row in their own blocks),
+// and one statement per call.
+const MODES = ['every call', 'off'] as const satisfies BatchingMode[];
+
+describe.each(
+  SETTINGS.flatMap(([name, setting]) => MODES.map((mode) => [name, mode, setting] as const)),
+)('PgStore single-statement paths under races, on %s, batching %s', (_, batching, setting) => {
   const isolation = setting === 'serializable' ? setting : undefined;
   let h: PgHarness;
   let side: pg.Pool;
@@ -33,6 +41,7 @@ describe.each([
   beforeEach(async () => {
     if (setting === 'pgbouncer') bouncer ??= startPgBouncer({ serverConnections: 6 });
     h = await pgHarness('pg_races', {
+      batching,
       url: isolation && (await databaseWithDefaultIsolation(isolation)),
       via:
         setting === 'pgbouncer'

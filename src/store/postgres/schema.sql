@@ -150,6 +150,7 @@ declare
   v_granted integer[];
   v_fences bigint[];
   v_expires bigint[];
+  v_busy text;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   begin
@@ -203,19 +204,27 @@ begin
      order by p_resources[n.ord] collate "C", n.ord
   loop
     o_ord := v_ord;
-    begin
-      select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result, a.o_reason
-        into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
-        from acquire_fresh(p_keys[v_ord], p_resources[v_ord], p_digests[v_ord],
-                           p_retry_safeties[v_ord], p_ttls_ms[v_ord], p_applying[v_ord]) a;
-    exception when others then
-      o_outcome := 'again';
-      o_fence := null;
-      o_expires_at_ms := null;
-      o_retry_after_ms := null;
-      o_result := null;
-      o_reason := null;
-    end;
+    o_outcome := 'again';
+    o_fence := null;
+    o_expires_at_ms := null;
+    o_retry_after_ms := null;
+    o_result := null;
+    o_reason := null;
+    -- The next keys of a resource whose row was held past the wait would wait for it again.
+    if p_resources[v_ord] is distinct from v_busy then
+      begin
+        select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
+               a.o_reason
+          into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
+          from acquire_fresh(p_keys[v_ord], p_resources[v_ord], p_digests[v_ord],
+                             p_retry_safeties[v_ord], p_ttls_ms[v_ord], p_applying[v_ord]) a;
+      exception
+        when lock_not_available then
+          v_busy := p_resources[v_ord];
+        when others then
+          null;
+      end;
+    end if;
     return next;
   end loop;
 end
@@ -417,6 +426,7 @@ declare
   v_ord integer;
   v_done integer[];
   v_released bigint;
+  v_busy text;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   if p_operation = 'complete' then
@@ -471,35 +481,40 @@ begin
      order by p_resources[n.ord] collate "C", n.ord
   loop
     o_ord := v_ord;
+    o_outcome := 'again';
     o_expires_at_ms := null;
     o_result := null;
-    begin
-      case p_operation
-        when 'renew' then
-          select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
-            from renew(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord], p_ttls_ms[v_ord],
-                       p_applying[v_ord]) r;
-        when 'complete' then
-          perform from complete_held(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
-                                     p_results[v_ord]);
-          if found then
-            o_outcome := 'completed';
-          else
-            select c.o_outcome, c.o_result into o_outcome, o_result
-              from complete(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
-                            p_results[v_ord]) c;
-          end if;
-        when 'mark_uncertain' then
-          o_outcome := mark_uncertain(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
-                                      p_reasons[v_ord]);
-        when 'release' then
-          o_outcome := release(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord]);
-      end case;
-    exception when others then
-      o_outcome := 'again';
-      o_expires_at_ms := null;
-      o_result := null;
-    end;
+    -- The next keys of a resource whose row was held past the wait would wait for it again.
+    if p_resources[v_ord] is distinct from v_busy then
+      begin
+        case p_operation
+          when 'renew' then
+            select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
+              from renew(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord], p_ttls_ms[v_ord],
+                         p_applying[v_ord]) r;
+          when 'complete' then
+            perform from complete_held(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                                       p_results[v_ord]);
+            if found then
+              o_outcome := 'completed';
+            else
+              select c.o_outcome, c.o_result into o_outcome, o_result
+                from complete(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                              p_results[v_ord]) c;
+            end if;
+          when 'mark_uncertain' then
+            o_outcome := mark_uncertain(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                                        p_reasons[v_ord]);
+          when 'release' then
+            o_outcome := release(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord]);
+        end case;
+      exception
+        when lock_not_available then
+          v_busy := p_resources[v_ord];
+        when others then
+          null;
+      end;
+    end if;
     return next;
   end loop;
 end

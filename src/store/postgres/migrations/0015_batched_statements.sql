@@ -16,7 +16,9 @@
 -- - each of those keys is judged in a block of its own: an error for one key (its row held past
 --   the lock wait the caller set, a key created meanwhile on another resource, anything raised)
 --   rolls back that key's work alone, and its row says `again`: the caller asks for that key
---   again on its own, which answers it as it always did. No key's failure fails the others.
+--   again on its own, which answers it as it always did. No key's failure fails the others. A
+--   key whose resource's row was held past the wait leaves that resource's later keys to be
+--   asked again on their own too, without waiting for the same row once each.
 --
 -- Also: complete_held() is plpgsql instead of SQL. Postgres plans a SQL function's body again on
 -- every statement that calls it (it is not inlined: it writes, and runs with its owner's rights),
@@ -77,6 +79,7 @@ declare
   v_granted integer[];
   v_fences bigint[];
   v_expires bigint[];
+  v_busy text;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   begin
@@ -130,19 +133,27 @@ begin
      order by p_resources[n.ord] collate "C", n.ord
   loop
     o_ord := v_ord;
-    begin
-      select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result, a.o_reason
-        into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
-        from acquire_fresh(p_keys[v_ord], p_resources[v_ord], p_digests[v_ord],
-                           p_retry_safeties[v_ord], p_ttls_ms[v_ord], p_applying[v_ord]) a;
-    exception when others then
-      o_outcome := 'again';
-      o_fence := null;
-      o_expires_at_ms := null;
-      o_retry_after_ms := null;
-      o_result := null;
-      o_reason := null;
-    end;
+    o_outcome := 'again';
+    o_fence := null;
+    o_expires_at_ms := null;
+    o_retry_after_ms := null;
+    o_result := null;
+    o_reason := null;
+    -- The next keys of a resource whose row was held past the wait would wait for it again.
+    if p_resources[v_ord] is distinct from v_busy then
+      begin
+        select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
+               a.o_reason
+          into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
+          from acquire_fresh(p_keys[v_ord], p_resources[v_ord], p_digests[v_ord],
+                             p_retry_safeties[v_ord], p_ttls_ms[v_ord], p_applying[v_ord]) a;
+      exception
+        when lock_not_available then
+          v_busy := p_resources[v_ord];
+        when others then
+          null;
+      end;
+    end if;
     return next;
   end loop;
 end
@@ -171,6 +182,7 @@ declare
   v_ord integer;
   v_done integer[];
   v_released bigint;
+  v_busy text;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   if p_operation = 'complete' then
@@ -225,35 +237,40 @@ begin
      order by p_resources[n.ord] collate "C", n.ord
   loop
     o_ord := v_ord;
+    o_outcome := 'again';
     o_expires_at_ms := null;
     o_result := null;
-    begin
-      case p_operation
-        when 'renew' then
-          select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
-            from renew(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord], p_ttls_ms[v_ord],
-                       p_applying[v_ord]) r;
-        when 'complete' then
-          perform from complete_held(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
-                                     p_results[v_ord]);
-          if found then
-            o_outcome := 'completed';
-          else
-            select c.o_outcome, c.o_result into o_outcome, o_result
-              from complete(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
-                            p_results[v_ord]) c;
-          end if;
-        when 'mark_uncertain' then
-          o_outcome := mark_uncertain(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
-                                      p_reasons[v_ord]);
-        when 'release' then
-          o_outcome := release(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord]);
-      end case;
-    exception when others then
-      o_outcome := 'again';
-      o_expires_at_ms := null;
-      o_result := null;
-    end;
+    -- The next keys of a resource whose row was held past the wait would wait for it again.
+    if p_resources[v_ord] is distinct from v_busy then
+      begin
+        case p_operation
+          when 'renew' then
+            select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
+              from renew(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord], p_ttls_ms[v_ord],
+                         p_applying[v_ord]) r;
+          when 'complete' then
+            perform from complete_held(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                                       p_results[v_ord]);
+            if found then
+              o_outcome := 'completed';
+            else
+              select c.o_outcome, c.o_result into o_outcome, o_result
+                from complete(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                              p_results[v_ord]) c;
+            end if;
+          when 'mark_uncertain' then
+            o_outcome := mark_uncertain(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord],
+                                        p_reasons[v_ord]);
+          when 'release' then
+            o_outcome := release(p_keys[v_ord], p_resources[v_ord], p_fences[v_ord]);
+        end case;
+      exception
+        when lock_not_available then
+          v_busy := p_resources[v_ord];
+        when others then
+          null;
+      end;
+    end if;
     return next;
   end loop;
 end
