@@ -9,7 +9,12 @@
  */
 import { fileURLToPath } from 'node:url';
 import { FenceStaleError } from '../../src/core/errors.js';
-import { migrate, PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
+import {
+  migrate,
+  PgFencedSink,
+  PgStore,
+  type PgStoreOptions,
+} from '../../src/store/postgres/index.js';
 import { freshSchema } from '../support/postgres.js';
 import { LEDGER_DDL, readLedger, verdictFromLedger } from './effects.js';
 
@@ -19,10 +24,13 @@ export interface ProbeRace {
   ledger: Array<{ seq: number; fence: number; writer: number }>;
 }
 
-export async function probeRace(fenced: boolean): Promise<ProbeRace> {
+export async function probeRace(
+  fenced: boolean,
+  batching: PgStoreOptions['batching'] = true,
+): Promise<ProbeRace> {
   const steps: string[] = [];
   const db = await freshSchema('probe_race');
-  const store = new PgStore({ pool: db.pool, schema: db.schema });
+  const store = new PgStore({ pool: db.pool, schema: db.schema, batching });
   const sink = new PgFencedSink({ pool: db.pool, schema: db.schema });
   try {
     await migrate(db.pool, { schema: db.schema });

@@ -21,6 +21,7 @@ import {
 } from '../../src/core/index.js';
 import { PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
 import { type PgHarness, pgHarness } from '../store/pg-support/harness.js';
+import { type BatchingMode, batchingOption } from '../support/batching.js';
 import { bytes } from '../support/bytes.js';
 
 const TTL_MS = 800;
@@ -38,7 +39,6 @@ beforeAll(async () => {
     mode text not null)`);
   pool = new pg.Pool({ ...h.db.config, max: 12, application_name: APP });
   pool.on('error', () => {});
-  store = new PgStore({ pool, schema: h.db.schema, lockWaitMs: 150 });
   sink = new PgFencedSink({ pool, schema: h.db.schema });
 });
 afterAll(async () => {
@@ -345,42 +345,53 @@ async function run(
   return tally;
 }
 
-describe('fault injection, transactional lanes: no duplicate, no stale write, no stuck key', () => {
-  it('transactional and sink-fenced effects on shared resources, holders freezing, pausing and misusing the transaction', async () => {
-    const tally = await run('mixed', { actions: 40, resources: 3, kill: false });
-    expect(tally.misbehaved.freeze).toBeGreaterThan(0);
-    // Paused plain holders were taken over, some by transactional effects, and refused after.
-    expect(tally.staleRefused).toBeGreaterThan(0);
-    expect(tally.failed).toBeGreaterThan(0); // the refused commits and rollbacks, the frozen holders
-  }, 120_000);
-
-  it('the same with backends terminated at random', async () => {
-    const tally = await run('killed', { actions: 40, resources: 3, kill: true });
-    expect(tally.terminated).toBeGreaterThan(0);
-  }, 120_000);
-
-  it('transactional effects that change their session (settings, locks, temp tables, LISTEN, no TTL cut): the pool gets every connection back as it was', async () => {
-    const fresh = new pg.Client({ ...h.db.config, application_name: APP });
-    await fresh.connect();
-    const expected = (await fresh.query(SESSION_VIEW)).rows[0];
-    await fresh.end();
-    const tally = await run('session', {
-      actions: 60,
-      resources: 3,
-      kill: false,
-      misbehaviours: {
-        tx: ['session', 'session', 'session', 'none', 'freeze-untimed', 'rollback'],
-        plain: ['none', 'none', 'pause', 'lose-answer'],
-      },
+describe.each(['on', 'off'] as const satisfies BatchingMode[])('batching %s', (batching) => {
+  beforeAll(() => {
+    store = new PgStore({
+      pool,
+      schema: h.db.schema,
+      lockWaitMs: 150,
+      batching: batchingOption(batching),
     });
-    expect(tally.misbehaved.session).toBeGreaterThanOrEqual(SESSION_CHANGES.length);
-    // Every connection of the pool, held at once, shows its session as a fresh one does.
-    const held = await Promise.all(Array.from({ length: pool.totalCount }, () => pool.connect()));
-    try {
-      for (const client of held)
-        expect((await client.query(SESSION_VIEW)).rows[0]).toEqual(expected);
-    } finally {
-      for (const client of held) client.release();
-    }
-  }, 120_000);
+  });
+
+  describe('fault injection, transactional lanes: no duplicate, no stale write, no stuck key', () => {
+    it('transactional and sink-fenced effects on shared resources, holders freezing, pausing and misusing the transaction', async () => {
+      const tally = await run(`mixed-${batching}`, { actions: 40, resources: 3, kill: false });
+      expect(tally.misbehaved.freeze).toBeGreaterThan(0);
+      // Paused plain holders were taken over, some by transactional effects, and refused after.
+      expect(tally.staleRefused).toBeGreaterThan(0);
+      expect(tally.failed).toBeGreaterThan(0); // the refused commits and rollbacks, the frozen holders
+    }, 120_000);
+
+    it('the same with backends terminated at random', async () => {
+      const tally = await run(`killed-${batching}`, { actions: 40, resources: 3, kill: true });
+      expect(tally.terminated).toBeGreaterThan(0);
+    }, 120_000);
+
+    it('transactional effects that change their session (settings, locks, temp tables, LISTEN, no TTL cut): the pool gets every connection back as it was', async () => {
+      const fresh = new pg.Client({ ...h.db.config, application_name: APP });
+      await fresh.connect();
+      const expected = (await fresh.query(SESSION_VIEW)).rows[0];
+      await fresh.end();
+      const tally = await run(`session-${batching}`, {
+        actions: 60,
+        resources: 3,
+        kill: false,
+        misbehaviours: {
+          tx: ['session', 'session', 'session', 'none', 'freeze-untimed', 'rollback'],
+          plain: ['none', 'none', 'pause', 'lose-answer'],
+        },
+      });
+      expect(tally.misbehaved.session).toBeGreaterThanOrEqual(SESSION_CHANGES.length);
+      // Every connection of the pool, held at once, shows its session as a fresh one does.
+      const held = await Promise.all(Array.from({ length: pool.totalCount }, () => pool.connect()));
+      try {
+        for (const client of held)
+          expect((await client.query(SESSION_VIEW)).rows[0]).toEqual(expected);
+      } finally {
+        for (const client of held) client.release();
+      }
+    }, 120_000);
+  });
 });

@@ -1,6 +1,6 @@
 /**
- * PgStore under real parallelism: 4 OS processes x 8 connections, 2,000 keys (500 in `npm test`,
- * through test/support/tier.ts) over 20 resources,
+ * PgStore under real parallelism: 4 OS processes x 8 connections (and x 32 callers, sharing
+ * statements), 2,000 keys (500 in `npm test`, through test/support/tier.ts) over 20 resources,
  * TTLs of 50-200 ms, random apply failures and process-wide pauses longer than the TTL (see
  * pg-worker/worker.ts). Every apply writes through PgFencedSink into a ledger whose `seq` records
  * commit order per resource (the sink's fence row is locked until commit, so writes to one
@@ -24,6 +24,7 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import type { BatchingMode } from '../support/batching.js';
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
 import {
   databaseUrl,
@@ -85,6 +86,19 @@ describe('PgStore concurrency: 4 processes x 8 connections', () => {
     expect(counts.storeErrors).toBe(0);
   }, 180_000);
 
+  it('32 callers per process (4 x 32, calls of one kind sharing statements): the same, 0 store errors', async () => {
+    db = await ledgerSchema();
+    // 128 callers: one connection each (batching off) would be more than Postgres's default
+    // max_connections of 100.
+    const counts = await abuse(db, false, {
+      lanes: 32,
+      batching: 'on',
+      label: '4 processes x 32 callers',
+    });
+    expect(counts.applies).toBeGreaterThanOrEqual(KEYS / 2);
+    expect(counts.storeErrors).toBe(0);
+  }, 180_000);
+
   it('transactional: applies every key exactly once, none uncertain', async () => {
     db = await ledgerSchema();
     const counts = await abuse(db, true);
@@ -128,6 +142,8 @@ async function abuse(
     keys: keyCount = KEYS,
     url = databaseUrl(),
     transactionPooling = false,
+    lanes = 8,
+    batching = undefined as BatchingMode | undefined,
     label = `transactional: ${transactional}`,
   } = {},
 ) {
@@ -142,7 +158,8 @@ async function abuse(
         transactionPooling,
         keys: keyCount,
         resources: RESOURCES,
-        lanes: 8,
+        lanes,
+        batching,
         ttls: [50, 100, 200],
         pauseRate: 0.03,
         failBeforeRate: 0.03,

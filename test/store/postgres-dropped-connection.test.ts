@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../src/core/index.js';
 import { migrate, PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
 import { CuttableProxy } from '../faults/proxy.js';
+import { batchingOption } from '../support/batching.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 
 let db: FreshSchema;
@@ -97,7 +98,7 @@ describe('ReadyForQuery and FATAL in one chunk', () => {
   it('store on a new connection: StoreUnavailableError, no key written', async () => {
     const pool = proxiedPool();
     try {
-      const store = new PgStore({ pool, schema: db.schema });
+      const store = new PgStore({ pool, schema: db.schema, batching: batchingOption() });
       const action = { key: unique('store-new'), resource: unique('r') };
       proxy.fatalAfterReady(1);
       await expect(store.acquire(action, 10_000)).rejects.toBeInstanceOf(StoreUnavailableError);
@@ -112,7 +113,7 @@ describe('ReadyForQuery and FATAL in one chunk', () => {
   it('store on a pooled connection: the FATAL behind an answered call is heard, that connection dropped', async () => {
     const pool = proxiedPool();
     try {
-      const store = new PgStore({ pool, schema: db.schema });
+      const store = new PgStore({ pool, schema: db.schema, batching: batchingOption() });
       const action = { key: unique('store-pooled'), resource: unique('r') };
       // #1 startup, #2 the isolation check, #3 the acquire's answer, sent with the FATAL.
       proxy.fatalAfterReady(3);

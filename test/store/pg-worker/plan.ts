@@ -1,4 +1,5 @@
 import type { RetrySafety } from '../../../src/core/index.js';
+import type { BatchingMode } from '../../support/batching.js';
 
 /** What the parent tells each worker process. */
 export interface WorkerConfig {
@@ -19,6 +20,8 @@ export interface WorkerConfig {
   budgetMs: number;
   /** Run every key through Runner.executeInTransaction, the ledger insert on the store's transaction. */
   transactional?: boolean;
+  /** How the store groups calls; default SIDEEFFECT_TEST_BATCHING's. */
+  batching?: BatchingMode;
 }
 
 /** What each worker process reports back. */

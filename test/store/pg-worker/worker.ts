@@ -18,13 +18,19 @@ import {
   type TransactionContext,
 } from '../../../src/core/index.js';
 import { PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
+import { batchingOption } from '../../support/batching.js';
 import { keyOf, type WorkerConfig, type WorkerReport } from './plan.js';
 
 const config = JSON.parse(process.argv[2]!) as WorkerConfig;
 const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.lanes });
 pool.on('error', () => {});
 const { schema, transactionPooling } = config;
-const store = new PgStore({ pool, schema, transactionPooling });
+const store = new PgStore({
+  pool,
+  schema,
+  transactionPooling,
+  batching: batchingOption(config.batching),
+});
 const sink = new PgFencedSink({ pool, schema, transactionPooling });
 const runners = config.ttls.map((ttlMs) => new Runner(store, { ttlMs }));
 const encoder = new TextEncoder();
