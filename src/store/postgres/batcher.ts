@@ -32,8 +32,6 @@ export interface BatchLimits {
   everyCall?: boolean;
 }
 
-const LANES = Number(process.env.HB_LANES ?? 1);
-
 interface Waiting<I, O> {
   item: I;
   resolve(answer: O): void;
@@ -42,17 +40,20 @@ interface Waiting<I, O> {
 
 /**
  * Groups one process's concurrent calls of one kind into one statement, graphile-worker style:
- * a call that finds no statement of its kind in flight is sent at once, alone (a lone caller
- * waits for nothing and pays nothing); calls that arrive while one is in flight wait for it, and
- * are sent together, up to the limits, the moment it returns. No timer: under load the batch is
- * whatever arrived during one round trip, idle it is one call. A shared statement that fails
- * (the connection lost) fails each of its calls with that error, as their own statements would
- * have; a key it answers AGAIN is asked alone, outside the queue.
+ * a call that finds no statement of its kind in flight is sent at the end of the event-loop turn
+ * it was made in, with the calls of that turn (alone, by the one-key statement, when there are
+ * none: a lone caller waits for nothing and pays nothing); calls that arrive while one is in
+ * flight wait for it, and are sent together, up to the limits, when it returns. No timer: under
+ * load a statement carries whatever arrived during one round trip, idle it carries one call.
+ * Without it, one caller of one statement per round trip paid the database's per-statement and
+ * per-commit cost for every key. A shared statement that fails (the connection lost) fails each
+ * of its calls with that error, as their own statements would have; a key it answers AGAIN is
+ * asked alone, outside the queue.
  */
 export class Batcher<I, O> {
   readonly #kind: BatchKind<I, O>;
   readonly #limits: BatchLimits;
-  #inFlight = 0;
+  #inFlight = false;
   #scheduled = false;
   #waiting: Waiting<I, O>[] = [];
 
@@ -74,7 +75,7 @@ export class Batcher<I, O> {
    * the rest one round trip later. Not a timer: the turn ends as soon as its callbacks have run.
    */
   #schedule(): void {
-    if (this.#inFlight >= LANES || this.#scheduled || this.#waiting.length === 0) return;
+    if (this.#inFlight || this.#scheduled || this.#waiting.length === 0) return;
     this.#scheduled = true;
     setImmediate(this.#send);
   }
@@ -82,7 +83,7 @@ export class Batcher<I, O> {
   readonly #send = (): void => {
     this.#scheduled = false;
     const batch = this.#take();
-    this.#inFlight += 1;
+    this.#inFlight = true;
     const sent =
       batch.length === 1 && !this.#limits.everyCall
         ? this.#alone(batch[0]!)
@@ -91,7 +92,7 @@ export class Batcher<I, O> {
   };
 
   readonly #returned = (): void => {
-    this.#inFlight -= 1;
+    this.#inFlight = false;
     this.#schedule();
   };
 
