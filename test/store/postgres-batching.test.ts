@@ -125,6 +125,16 @@ describe('calls of one kind share statements', () => {
       expect(answer.outcome).toBe('replayed');
       if (answer.outcome === 'replayed') expect(text(answer.result.payload)).toBe(`first ${i}`);
     });
+    // A storm of replays of one key is one read too.
+    const storm = await counted(() =>
+      Promise.all(
+        Array.from({ length: 24 }, () =>
+          store.acquire({ key: 'replay-7', resource: 'replays' }, TTL),
+        ),
+      ),
+    );
+    expect(storm.statements).toBe(1);
+    expect(storm.value.map((answer) => answer.outcome)).toEqual(Array(24).fill('replayed'));
   });
 
   it('concurrent inspects: the same records as one at a time, in one statement', async () => {
@@ -229,13 +239,24 @@ describe('each key of a statement is answered as alone', () => {
     }
   });
 
-  it('the same key twice: the second is judged after the first, by a statement of its own', async () => {
+  it('one key twice: on one resource in one statement, granted then contended; on two resources one after the other, in arrival order', async () => {
     const a = { key: 'twice', resource: 'twice' };
-    const { statements, value } = await counted(() =>
-      Promise.all([store.acquire(a, TTL), store.acquire(a, TTL)]),
+    const same = await counted(() => Promise.all([store.acquire(a, TTL), store.acquire(a, TTL)]));
+    expect(same.statements).toBe(1);
+    expect(same.value.map((v) => v.outcome)).toEqual(['granted', 'contended']);
+    // The second resource sorts first: in one statement it would have been judged first.
+    const two = await counted(() =>
+      Promise.all(
+        [
+          store.acquire({ key: 'elsewhere-twice', resource: 'z-second' }, TTL),
+          store.acquire({ key: 'elsewhere-twice', resource: 'a-first' }, TTL),
+        ].map(settled),
+      ),
     );
-    expect(statements).toBe(2);
-    expect(value.map((v) => v.outcome)).toEqual(['granted', 'contended']);
+    expect(two.value[0]).toMatchObject({ value: { outcome: 'granted' } });
+    expect(two.value[1]).toMatchObject({ error: expect.any(KeyConflictError) });
+    // One statement each, and the conflict's binding read.
+    expect(two.statements).toBe(3);
   });
 
   it('a key conflict, a key that cannot be written and a stale fence fail that call alone', async () => {
@@ -288,7 +309,8 @@ describe('each key of a statement is answered as alone', () => {
 
   it('a key whose resource row another transaction holds waits for it alone: the others are answered meanwhile', async () => {
     const patient = new PgStore({ pool: h.db.pool, schema: h.db.schema, lockWaitMs: 60_000 });
-    const lease = await granted({ key: 'waits', resource: 'held-row' });
+    await granted({ key: 'blocker', resource: 'held-row' });
+    const lease = await granted({ key: 'waits', resource: 'held-row-2' });
     const other = await granted({ key: 'quick', resource: 'free-row' });
     const client = await side.connect();
     const pending = new Set<string>(['late', 'waits']);
@@ -298,12 +320,14 @@ describe('each key of a statement is answered as alone', () => {
     let waits: ReturnType<typeof settled<unknown>>;
     try {
       await client.query('begin');
-      await client.query(`select from resources where resource = 'held-row' for update`);
+      await client.query(
+        `select from resources where resource in ('held-row', 'held-row-2') for update`,
+      );
       late = noting('late', patient.acquire({ key: 'late', resource: 'held-row' }, TTL));
       const fast = settled(patient.acquire({ key: 'fast', resource: 'fast-row' }, TTL));
       waits = noting(
         'waits',
-        patient.complete({ key: 'waits', resource: 'held-row' }, lease, { payload: bytes('w') }),
+        patient.complete({ key: 'waits', resource: 'held-row-2' }, lease, { payload: bytes('w') }),
       );
       const quick = settled(
         patient.complete({ key: 'quick', resource: 'free-row' }, other, { payload: bytes('q') }),

@@ -9,6 +9,7 @@ import { AGAIN, Batcher, type BatchKind } from '../../src/store/postgres/batcher
 interface Call {
   key: string;
   bytes?: number;
+  resource?: string;
 }
 
 /** A kind whose statements wait until released, recording each one. */
@@ -32,7 +33,7 @@ function recordingKind(answer: (call: Call) => string | typeof AGAIN = (c) => `o
       sent.push({ path: 'many', keys: calls.map((c) => c.key) });
       return statement(() => calls.map(answer));
     },
-    name: (call) => call.key,
+    name: (call) => ({ name: call.key, with: call.resource ?? '' }),
     bytes: (call) => call.bytes ?? 0,
   };
   return {
@@ -110,16 +111,21 @@ describe('Batcher', () => {
     ]);
   });
 
-  it('never puts two calls of one name in one statement: the later one waits for the next', async () => {
+  it('puts two calls of one name in one statement only when they agree: the other waits for the next', async () => {
     const k = recordingKind();
     const batcher = new Batcher(k.kind, limits);
-    const answers = ['a', 'a', 'b'].map((key) => batcher.run({ key }));
+    const answers = [
+      batcher.run({ key: 'a', resource: 'r' }),
+      batcher.run({ key: 'a', resource: 's' }),
+      batcher.run({ key: 'a', resource: 'r' }),
+      batcher.run({ key: 'b', resource: 's' }),
+    ];
     await turn();
     await k.returnAll();
     await k.returnAll();
-    expect(await Promise.all(answers)).toEqual(['ok a', 'alone a', 'ok b']);
+    expect(await Promise.all(answers)).toEqual(['ok a', 'alone a', 'ok a', 'ok b']);
     expect(k.sent).toEqual([
-      { path: 'many', keys: ['a', 'b'] },
+      { path: 'many', keys: ['a', 'a', 'b'] },
       { path: 'one', keys: ['a'] },
     ]);
   });

@@ -13,8 +13,11 @@ export interface BatchKind<I, O> {
   one(item: I): Promise<O>;
   /** One statement for several calls: an answer per item, in their order. */
   many(items: readonly I[]): Promise<(O | typeof AGAIN)[]>;
-  /** Calls with the same name never share a statement: the later one waits for the next. */
-  name?(item: I): string;
+  /**
+   * Calls of one `name` share a statement only when their `with` agrees too; a later one whose
+   * `with` differs waits for the next statement, so the two are judged in arrival order.
+   */
+  name?(item: I): { name: string; with: string };
   /** Bytes the call adds to the statement (its payload), held to a bound per statement. */
   bytes?(item: I): number;
 }
@@ -96,27 +99,28 @@ export class Batcher<I, O> {
     this.#schedule();
   };
 
-  /** The calls waiting longest that fit one statement; a call whose name is taken waits on. */
+  /** The calls waiting longest that fit one statement; a call whose name clashes waits on. */
   #take(): Waiting<I, O>[] {
     const { maxKeys, maxBytes } = this.#limits;
     const batch: Waiting<I, O>[] = [];
     const rest: Waiting<I, O>[] = [];
-    const names = new Set<string>();
+    const names = new Map<string, string>();
     let bytes = 0;
     for (const call of this.#waiting) {
-      const name = this.#kind.name?.(call.item);
+      const named = this.#kind.name?.(call.item);
       const size = this.#kind.bytes?.(call.item) ?? 0;
+      const taken = named && names.get(named.name);
       const fits =
         batch.length < maxKeys &&
         (batch.length === 0 || bytes + size <= maxBytes) &&
-        (name === undefined || !names.has(name));
+        (taken === undefined || taken === named?.with);
       if (!fits) {
         rest.push(call);
         continue;
       }
       batch.push(call);
       bytes += size;
-      if (name !== undefined) names.add(name);
+      if (named) names.set(named.name, named.with);
     }
     this.#waiting = rest;
     return batch;

@@ -184,8 +184,10 @@ export class KeyBatches {
         );
         return byOrdinal(calls.length, rows);
       },
-      // The same key twice is judged in arrival order, by one statement after the other.
-      name: (call) => call.key,
+      // One key on two resources is judged in arrival order, one statement after the other (in
+      // one, the resources' order would decide). On one resource the calls share a statement,
+      // judged in arrival order there: a storm of replays of one key is one read.
+      name: (call) => ({ name: call.key, with: call.resource }),
     });
     const holder = (operation: HolderOperation) =>
       shared<HolderCall, HolderAnswer>({
