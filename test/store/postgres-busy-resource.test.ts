@@ -70,6 +70,22 @@ async function transactionalHolder(resource: string): Promise<{ end(): Promise<v
   };
 }
 
+/** A pool of its own, as a worker's, and a store on it with the lock bound of this file. */
+function workerStore(
+  batching: BatchingMode,
+  poolConfig: pg.PoolConfig,
+): { pool: pg.Pool; store: PgStore } {
+  const pool = new pg.Pool({ ...h.db.config, ...poolConfig });
+  pool.on('error', () => {});
+  const store = new PgStore({
+    pool,
+    schema: h.db.schema,
+    lockWaitMs: LOCK_WAIT_MS,
+    batching: batchingOption(batching),
+  });
+  return { pool, store };
+}
+
 /** How long `call` took to settle, and how: its value or its error. */
 async function timed(call: () => Promise<unknown>): Promise<{ ms: number; error?: unknown }> {
   const started = performance.now();
@@ -87,14 +103,7 @@ async function timed(call: () => Promise<unknown>): Promise<{ ms: number; error?
 describe.each(['on', 'off'] as const satisfies BatchingMode[])('batching %s', (batching) => {
   describe('a plain holder whose resource a transactional grant took over', () => {
     it('renew, complete, markUncertain, release and writeFenced answer within the lock bound, typed and retryable; then stale as ever', async () => {
-      const pool = new pg.Pool({ ...h.db.config, max: 4 });
-      pool.on('error', () => {});
-      const store = new PgStore({
-        pool,
-        schema: h.db.schema,
-        lockWaitMs: LOCK_WAIT_MS,
-        batching: batchingOption(batching),
-      });
+      const { pool, store } = workerStore(batching, { max: 4 });
       const sink = new PgFencedSink({ pool, schema: h.db.schema, lockWaitMs: LOCK_WAIT_MS });
       try {
         const a: Action = { key: `plain-${batching}`, resource: `taken-${batching}` };
@@ -256,14 +265,7 @@ function quantile(samples: number[], q: number): number {
 describe.each(['on', 'off'] as const satisfies BatchingMode[])('batching %s', (batching) => {
   describe('callers of one resource that meet no held row', () => {
     it('are never turned away: 40 replays of done keys at once all replay', async () => {
-      const pool = new pg.Pool({ ...h.db.config, max: 10 });
-      pool.on('error', () => {});
-      const store = new PgStore({
-        pool,
-        schema: h.db.schema,
-        lockWaitMs: LOCK_WAIT_MS,
-        batching: batchingOption(batching),
-      });
+      const { pool, store } = workerStore(batching, { max: 10 });
       try {
         const runner = new Runner(store, { ttlMs: 10_000 });
         for (let i = 0; i < 40; i++) {
@@ -289,14 +291,7 @@ describe.each(['on', 'off'] as const satisfies BatchingMode[])('batching %s', (b
   describe('80 callers of one busy resource, a pool of 10', () => {
     it("leave the pool to other resources: an unrelated acquire's p99 stays under 2x idle, and at most one of them waits at a time", async () => {
       const app = `busy-${process.pid}`;
-      const pool = new pg.Pool({ ...h.db.config, max: 10, application_name: app });
-      pool.on('error', () => {});
-      const store = new PgStore({
-        pool,
-        schema: h.db.schema,
-        lockWaitMs: LOCK_WAIT_MS,
-        batching: batchingOption(batching),
-      });
+      const { pool, store } = workerStore(batching, { max: 10, application_name: app });
       const hot = `hot-${batching}`;
       const holder = await transactionalHolder(hot);
       let n = 0;
