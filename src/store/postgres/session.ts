@@ -64,7 +64,7 @@ export async function checkoutFor(pool: pg.Pool, operation: string): Promise<Ses
  * again) or a lock wait given up (`55P03`, answered as contended): those leave the connection as
  * fit as it was.
  */
-function runStatement<R extends pg.QueryResultRow>(
+export function runStatement<R extends pg.QueryResultRow>(
   pool: pg.Pool,
   operation: string,
   statement: { name?: string; text: string },
