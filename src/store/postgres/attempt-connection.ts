@@ -1,20 +1,32 @@
 import type pg from 'pg';
-import type { TransactionIsolation } from '../../core/store.js';
 import { isLockNotAvailable, type Session, storeError } from './session.js';
-import type { Statement } from './sql.js';
-import { POOLED_AFTER_ROLLBACK, SESSION_STATE } from './transaction-guard.js';
+import { POOLED_AFTER_ROLLBACK } from './transaction-guard.js';
+import {
+  type FinishTransaction,
+  finishRefusal,
+  finishTransaction,
+  type OpenTransaction,
+  openTransaction,
+  sessionState,
+} from './transaction-sql.js';
 
 /** The operation a transactional attempt's failures are reported as. */
 const OPERATION = 'executeInTransaction';
 
-/** What the opening of a transactional attempt's transaction reads of its session. */
+/** tx_open()'s row (0016): the session and transaction, then the grant as tx_acquire() answers it. */
 export interface Opened {
-  lock_timeout: string;
-  session: string;
-  pid: number;
+  o_session: string;
+  o_pid: number;
+  o_xid: string;
+  o_temp: string | null;
+  o_prepared: string | null;
+  o_outcome: string;
+  o_fence: string | null;
+  o_retry_after_ms: string | null;
+  o_result: Buffer | null;
+  o_reason: string | null;
+  /** The connection's session baseline (SESSION_BASELINE), when it was asked. */
   baseline?: string;
-  temp_at_begin?: string;
-  prepared_at_begin?: string;
 }
 
 /**
@@ -25,66 +37,84 @@ export interface Opened {
 export class AttemptConnection {
   readonly #session: Session;
   readonly #pooled: boolean;
+  /** The store's schema, quoted. */
+  readonly #schema: string;
   /** A query that failed leaves the connection unfit for the pool, like a lost one. */
   #broken = false;
   /** Nothing of this attempt may stay: a rollback that fails means the connection died, which rolls back too. */
   #open = false;
-  /** The session as it came out of the pool (SESSION_STATE), to give it back so. */
+  /** The session as it came out of the pool (tx_session_state), to give it back so. */
   #sessionBefore: string | undefined;
   /** The work changed what cannot be put back (a temp table, a PREPARE): the connection is not given back. */
   #changed = false;
 
-  constructor(session: Session, pooled: boolean) {
+  constructor(session: Session, options: { pooled: boolean; schema: string }) {
     this.#session = session;
-    this.#pooled = pooled;
+    this.#pooled = options.pooled;
+    this.#schema = options.schema;
   }
 
   get client(): pg.PoolClient {
     return this.#session.client;
   }
 
-  /** Whether a query of this attempt failed (a lock wait given up aside). */
+  /** Whether a query of this attempt failed (a lock wait given up, or a refusal of tx_finish(), aside). */
   get broken(): boolean {
     return this.#broken;
   }
 
-  async query<R extends pg.QueryResultRow>(
-    statement: string | Statement,
-    values?: unknown[],
-  ): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.client.query<R>(
-        typeof statement === 'string' ? statement : { ...statement, values },
-      );
-    } catch (error) {
-      if (!isLockNotAvailable(error)) this.#broken = true;
-      throw storeError(OPERATION, error);
-    }
-  }
-
-  /** Opens the attempt's transaction ({@link beginTransaction}) and reads its session. */
-  async begin(
-    isolation: TransactionIsolation,
-    ttlMs: number,
-    lockTimeout: string,
-    columns: string,
-  ): Promise<Opened> {
-    const begun = (await this.query(
-      beginTransaction(isolation, ttlMs, lockTimeout, columns),
-    )) as unknown as [pg.QueryResult, pg.QueryResult<Opened>];
+  /**
+   * Opens the attempt's transaction and takes the grant, in one round trip
+   * ({@link openTransaction}). A grant that gave up waiting for the resource's row throws
+   * (lockWaitExceeded), the transaction still to be rolled back.
+   */
+  async open(options: Omit<OpenTransaction, 'pooled'>): Promise<Opened> {
+    const results = await this.#query(
+      openTransaction(this.#schema, { ...options, pooled: this.#pooled }),
+    );
     this.#open = true;
-    const opened = begun[1].rows[0]!;
-    this.#sessionBefore = opened.session;
+    const opened = results.at(-1)!.rows[0] as Opened;
+    if (options.baseline) opened.baseline = results[1]!.rows[0]!.baseline as string;
+    this.#sessionBefore = opened.o_session;
     return opened;
   }
 
-  commit(): Promise<pg.QueryResult> {
-    return this.#end('commit');
+  /**
+   * Puts the session back, writes the key and commits, in one round trip
+   * ({@link finishTransaction}); the key's commit time (epoch ms). A failure leaves the
+   * transaction to be rolled back, unless the connection is gone.
+   */
+  async finish(options: Omit<FinishTransaction, 'pooled'>): Promise<string> {
+    const results = await this.#query(
+      finishTransaction(this.#schema, { ...options, pooled: this.#pooled }),
+    );
+    this.#open = false;
+    const { o_session, o_at_ms } = results.at(-2)!.rows[0] as { o_session: string; o_at_ms: string };
+    if (o_session !== this.#sessionBefore) this.#changed = true;
+    return o_at_ms;
   }
 
-  async rollBack(): Promise<void> {
-    await this.#end('rollback').catch(() => {});
-    this.#open = false;
+  /**
+   * Rolls the attempt back; whether the ROLLBACK got through (if not, the connection is gone, and
+   * the transaction with it). A rollback leaves the work's session advisory locks (and, behind a
+   * pooler, its SQL prepared statements, which elsewhere discard the connection) on the session.
+   * Before the open answered, nothing but the transaction's own settings changed.
+   */
+  async rollBack(): Promise<boolean> {
+    const cleanup = this.#pooled
+      ? POOLED_AFTER_ROLLBACK
+      : 'select pg_catalog.pg_advisory_unlock_all()';
+    try {
+      if (this.#sessionBefore === undefined) await this.#query('rollback');
+      else {
+        const results = await this.#query(`rollback; ${cleanup}; ${sessionState(this.#schema)}`);
+        if (results.at(-1)!.rows[0]!.session !== this.#sessionBefore) this.#changed = true;
+      }
+      this.#open = false;
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Gives the connection back, or discards it if it is unfit or the attempt's deadline fired. */
@@ -92,45 +122,16 @@ export class AttemptConnection {
     this.#session.release(this.#broken || this.#open || this.#changed || deadlineFired);
   }
 
-  async #end(command: 'commit' | 'rollback'): Promise<pg.QueryResult> {
-    // A rollback leaves the work's session advisory locks (and, behind a pooler, its SQL
-    // prepared statements, which elsewhere discard the connection) on the session.
-    const cleanup =
-      command === 'commit'
-        ? ''
-        : this.#pooled
-          ? `${POOLED_AFTER_ROLLBACK};`
-          : 'select pg_catalog.pg_advisory_unlock_all();';
-    const results = (await this.query(
-      `${command}; ${cleanup} select ${SESSION_STATE} as session`,
-    )) as unknown as pg.QueryResult[];
-    this.#open = false;
-    if (results.at(-1)!.rows[0]!.session !== this.#sessionBefore) this.#changed = true;
-    return results[0]!;
+  /** One simple query: its statements' results, in order. */
+  async #query(text: string): Promise<pg.QueryResult[]> {
+    try {
+      const results = (await this.client.query(text)) as unknown as
+        | pg.QueryResult
+        | pg.QueryResult[];
+      return Array.isArray(results) ? results : [results];
+    } catch (error) {
+      if (!isLockNotAvailable(error) && !finishRefusal(error)) this.#broken = true;
+      throw storeError(OPERATION, error);
+    }
   }
-}
-
-/**
- * Opens a transactional effect's transaction, in one round trip, bounded in the database itself:
- * no statement of it runs and no pause between them lasts longer than the lease's TTL (a frozen
- * or partitioned holder is ended by Postgres, which rolls it back and frees the resource), nor,
- * on Postgres 17 and later, the whole transaction. Its grant waits for the resource row at most
- * `lockTimeout`; the session's own lock_timeout (the second result) is put back after it. The
- * settings are local: they end with the transaction.
- */
-function beginTransaction(
-  isolation: TransactionIsolation,
-  ttlMs: number,
-  lockTimeout: string,
-  columns: string,
-): string {
-  const ttl = `'${ttlMs}ms'`;
-  return `begin isolation level ${isolation};
-    select pg_catalog.current_setting('lock_timeout') as lock_timeout,
-      ${SESSION_STATE} as session, pg_catalog.pg_backend_pid() as pid${columns};
-    set local lock_timeout = '${lockTimeout}';
-    set local statement_timeout = ${ttl};
-    set local idle_in_transaction_session_timeout = ${ttl};
-    select pg_catalog.set_config('transaction_timeout', ${ttl}, true)
-     where pg_catalog.current_setting('server_version_num')::int >= 170000`;
 }

@@ -18,6 +18,7 @@
 --   0013_runtime_role_functions.sql
 --   0014_verdict_db_user.sql
 --   0015_batched_statements.sql
+--   0016_transactional_round_trips.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
@@ -998,6 +999,76 @@ begin
 end
 $$;
 
+-- FUNCTION tx_finish(text, text, bytea, bigint, text, bytea, bigint, text, text, text, text, boolean, bigint, bigint)
+CREATE FUNCTION <schema>.tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_locks bigint;
+  v_left text[] := '{}';
+  v_now timestamptz;
+begin
+  o_session := tx_session_state(p_user, p_search_path);
+  if p_pooled then
+    select pg_catalog.count(*) into v_locks from pg_catalog.pg_locks
+     where locktype = 'advisory' and pid = pg_catalog.pg_backend_pid();
+  end if;
+  perform pg_catalog.pg_advisory_unlock_all();
+  if p_pooled then
+    if v_locks > (select pg_catalog.count(*) from pg_catalog.pg_locks
+                   where locktype = 'advisory' and pid = pg_catalog.pg_backend_pid()) then
+      v_left := v_left || 'a session advisory lock'::text;
+    end if;
+    if tx_temp_relations() > p_temp then
+      v_left := v_left || 'a temporary relation'::text;
+    end if;
+    if tx_sql_prepared() > p_prepared then
+      v_left := v_left || 'a prepared statement (PREPARE)'::text;
+    end if;
+    if pg_catalog.cardinality(v_left) > 0 then
+      raise exception using
+        errcode = 'SE163',
+        message = 'sideeffect: the transactional work left session state behind a transaction-mode pooler',
+        detail = pg_catalog.array_to_string(v_left, ', ');
+    end if;
+  end if;
+  perform pg_catalog.set_config('statement_timeout', p_ttl, true),
+          pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true),
+          pg_catalog.set_config('sideeffect.transactional_key', p_key, true);
+  if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
+    perform pg_catalog.set_config('transaction_timeout', p_remaining, true);
+  end if;
+
+  if pg_catalog.txid_current() <> p_xid then
+    raise exception using
+      errcode = 'SE162',
+      message = pg_catalog.format('sideeffect: the work ended the transaction of transactional key %s', p_key);
+  end if;
+  perform from resources r
+   where r.resource = p_resource and r.fence = p_fence and r.holder is null
+     and r.xmin::text = (p_xid % 4294967296)::text;
+  if not found then
+    raise exception using
+      errcode = 'SE132',
+      message = pg_catalog.format('sideeffect: fence %s of resource %s was not granted in this transaction',
+                                  p_fence, p_resource);
+  end if;
+  v_now := store_now();
+  insert into keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
+                    granted_at, granted_state, granted_fence)
+  values (p_key, p_resource, p_digest, 'done', p_fence, p_retry_safety, p_result, v_now,
+          v_now, 'done', p_fence)
+  on conflict (key) do nothing
+  returning epoch_ms(updated_at) into o_at_ms;
+  if o_at_ms is null then
+    raise exception using
+      errcode = 'SE161',
+      message = pg_catalog.format('sideeffect: transactional key %s was committed meanwhile', p_key);
+  end if;
+end
+$$;
+
 -- FUNCTION tx_grant_fresh(text, text)
 CREATE FUNCTION <schema>.tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint) RETURNS SETOF record
     LANGUAGE sql SECURITY DEFINER
@@ -1012,6 +1083,54 @@ CREATE FUNCTION <schema>.tx_grant_fresh(p_key text, p_resource text, OUT o_fence
     on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
   )
   select fence, seen from granted
+$$;
+
+-- FUNCTION tx_open(text, text, bytea, text, text, text, text, boolean)
+CREATE FUNCTION <schema>.tx_open(p_key text, p_resource text, p_digest bytea, p_ttl text, p_lock_wait text, p_user text, p_search_path text, p_pooled boolean, OUT o_session text, OUT o_pid integer, OUT o_xid bigint, OUT o_temp bigint, OUT o_prepared bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
+  v_seen bigint;
+begin
+  o_session := tx_session_state(p_user, p_search_path);
+  o_pid := pg_catalog.pg_backend_pid();
+  o_xid := pg_catalog.txid_current();
+  if p_pooled then
+    o_temp := tx_temp_relations();
+    o_prepared := tx_sql_prepared();
+  end if;
+  perform pg_catalog.set_config('statement_timeout', p_ttl, true),
+          pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true),
+          pg_catalog.set_config('sideeffect.transactional_key', p_key, true),
+          pg_catalog.set_config('lock_timeout', p_lock_wait, true);
+  if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
+    perform pg_catalog.set_config('transaction_timeout', p_ttl, true);
+  end if;
+
+  update resources set fence = fence + 1
+   where resource = p_resource and holder is null
+     and not exists (select from keys where key = p_key)
+  returning fence, (select r.fence from resources r where r.resource = p_resource)
+    into o_fence, v_seen;
+  if not found then
+    select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
+      into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
+      from tx_acquire(p_key, p_resource, p_digest) a;
+  elsif o_fence <> v_seen + 1 then
+    select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
+      into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
+      from tx_recheck(p_key, p_resource, p_digest, o_fence) a;
+  else
+    o_outcome := 'applied';
+  end if;
+  if o_outcome = 'applied' then
+    insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
+    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
+  end if;
+  perform pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+end
 $$;
 
 -- FUNCTION tx_recheck(text, text, bytea, bigint)
@@ -1071,6 +1190,61 @@ begin
           v_now, 'done', p_fence)
   on conflict (key) do nothing
   returning epoch_ms(updated_at) into o_at_ms;
+end
+$$;
+
+-- FUNCTION tx_session_state(text, text)
+CREATE FUNCTION <schema>.tx_session_state(p_user text, p_search_path text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+begin
+  return pg_catalog.concat_ws(e'\x1f', session_user, p_user, p_search_path,
+    pg_catalog.current_setting('statement_timeout'),
+    pg_catalog.current_setting('lock_timeout'),
+    pg_catalog.current_setting('idle_in_transaction_session_timeout'),
+    pg_catalog.current_setting('default_transaction_isolation'),
+    pg_catalog.current_setting('default_transaction_read_only'),
+    pg_catalog.current_setting('default_transaction_deferrable'),
+    pg_catalog.current_setting('synchronous_commit'),
+    pg_catalog.current_setting('session_replication_role'),
+    pg_catalog.current_setting('row_security'),
+    pg_catalog.current_setting('work_mem'),
+    pg_catalog.current_setting('extra_float_digits'),
+    pg_catalog.current_setting('bytea_output'),
+    pg_catalog.current_setting('TimeZone'),
+    pg_catalog.current_setting('DateStyle'),
+    pg_catalog.current_setting('IntervalStyle'),
+    pg_catalog.current_setting('client_encoding'),
+    pg_catalog.current_setting('standard_conforming_strings'),
+    pg_catalog.current_setting('application_name'),
+    pg_catalog.pg_my_temp_schema(),
+    tx_temp_relations(),
+    tx_sql_prepared());
+end
+$$;
+
+-- FUNCTION tx_sql_prepared()
+CREATE FUNCTION <schema>.tx_sql_prepared() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+begin
+  return (select pg_catalog.count(*) from pg_catalog.pg_prepared_statements where from_sql);
+end
+$$;
+
+-- FUNCTION tx_temp_relations()
+CREATE FUNCTION <schema>.tx_temp_relations() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+begin
+  if pg_catalog.pg_my_temp_schema() = 0 then
+    return 0;
+  end if;
+  return (select pg_catalog.count(*) from pg_catalog.pg_class
+           where relnamespace = pg_catalog.pg_my_temp_schema());
 end
 $$;
 
@@ -1319,11 +1493,26 @@ REVOKE ALL ON FUNCTION <schema>.tx_commit_check() FROM PUBLIC;
 -- ACL FUNCTION tx_complete(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, OUT o_outcome text, OUT o_at_ms bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_complete(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, OUT o_outcome text, OUT o_at_ms bigint) FROM PUBLIC;
 
+-- ACL FUNCTION tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint)
+REVOKE ALL ON FUNCTION <schema>.tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint) FROM PUBLIC;
+
 -- ACL FUNCTION tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint) FROM PUBLIC;
+
+-- ACL FUNCTION tx_open(p_key text, p_resource text, p_digest bytea, p_ttl text, p_lock_wait text, p_user text, p_search_path text, p_pooled boolean, OUT o_session text, OUT o_pid integer, OUT o_xid bigint, OUT o_temp bigint, OUT o_prepared bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
+REVOKE ALL ON FUNCTION <schema>.tx_open(p_key text, p_resource text, p_digest bytea, p_ttl text, p_lock_wait text, p_user text, p_search_path text, p_pooled boolean, OUT o_session text, OUT o_pid integer, OUT o_xid bigint, OUT o_temp bigint, OUT o_prepared bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
 
 -- ACL FUNCTION tx_recheck(p_key text, p_resource text, p_digest bytea, p_fence bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
 REVOKE ALL ON FUNCTION <schema>.tx_recheck(p_key text, p_resource text, p_digest bytea, p_fence bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
 
 -- ACL FUNCTION tx_record(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, OUT o_same boolean, OUT o_at_ms bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_record(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, OUT o_same boolean, OUT o_at_ms bigint) FROM PUBLIC;
+
+-- ACL FUNCTION tx_session_state(p_user text, p_search_path text)
+REVOKE ALL ON FUNCTION <schema>.tx_session_state(p_user text, p_search_path text) FROM PUBLIC;
+
+-- ACL FUNCTION tx_sql_prepared()
+REVOKE ALL ON FUNCTION <schema>.tx_sql_prepared() FROM PUBLIC;
+
+-- ACL FUNCTION tx_temp_relations()
+REVOKE ALL ON FUNCTION <schema>.tx_temp_relations() FROM PUBLIC;

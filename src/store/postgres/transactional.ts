@@ -15,59 +15,24 @@ import {
 import type { Acquisition, Action, Key, Result } from '../../core/types.js';
 import { checkAction, checkBytes, checkLeaseTtl, type Limits } from '../../core/validate.js';
 import { transactionalDigest } from '../digest.js';
-import { AttemptConnection } from './attempt-connection.js';
-import {
-  type AcquireJson,
-  type AcquireRow,
-  FIRST_LOOK,
-  fromJson,
-  GRANTED_ROW,
-} from './key-statements.js';
+import { AttemptConnection, type Opened } from './attempt-connection.js';
+import { type AcquireRow, FIRST_LOOK, GRANTED_ROW } from './key-statements.js';
 import { checkoutFor, lockWaitExceeded, type StatementRunner, statementRunner } from './session.js';
-import { asBuffer, int, plainBytes, type Statement, statements } from './sql.js';
+import { int, plainBytes, quoteSchema, type Statement, statements } from './sql.js';
 import {
   armDeadline,
   guardedClient,
   knownBaseline,
   POOLED_BASELINE,
-  POOLED_COUNTS_AT_BEGIN,
-  refusedSessionState,
   rememberBaseline,
-  resetAfterWork,
   runAsTransactionalWork,
   SESSION_BASELINE,
 } from './transaction-guard.js';
+import { finishRefusal } from './transaction-sql.js';
 import type { ResourceWaiters, WaiterPass } from './waiters.js';
 
-/** The transactional path's statements: its grant, recheck, record and what follows a rollback. */
+/** The transactional path's own statement: what follows work that rolled the grant back. */
 const TX_SQL = {
-  // The transactional grant of a key never seen, on a resource nobody holds: the resource row
-  // locked and its fence raised by one UPDATE, and the PgFencedSink mark of the resource raised to
-  // it (see txRaiseSink), in tx_grant_fresh() (0013). tx_acquire(), in a CASE evaluated
-  // only when that UPDATE matched nothing, judges every other case. The key is looked for with
-  // the statement's snapshot, taken before the row lock was ours: `o_seen` is the fence that
-  // snapshot saw, so a row that moved while this statement waited (o_fence is not o_seen + 1) is
-  // judged again by txRecheck, which reads the key afresh.
-  txAcquire: (s: string) => `select g.o_fence, g.o_seen,
-      case when g.o_fence is null then pg_catalog.to_jsonb(${s}.tx_acquire($1, $2, $3)) end as o_judged,
-      pg_catalog.txid_current() as o_xid,
-      pg_catalog.set_config('sideeffect.transactional_key', $1, true) is not null as o_marked,
-      pg_catalog.set_config('lock_timeout', $4, true) is not null as o_restored
-    from (select) as one left join ${s}.tx_grant_fresh($1, $2) as g on true`,
-  // One fence per resource across both modes: a transactional grant raises the sink's mark in its
-  // own transaction, so a plain holder it took over (paused, its lease gone) has its late
-  // writeFenced refused, as a plain successor's write would have it refused. Raised at the grant,
-  // before the work: the mark's row is locked before any row the work touches, as writeFenced
-  // locks it before its write, so the two never wait on each other in a cycle.
-  txRaiseSink: (s: string) => `select ${s}.raise_sink_mark($1, $2, true)`,
-  txRecheck: (s: string) => `select * from ${s}.tx_recheck($1, $2, $3, $4)`,
-  // The transactional effect's key, written once as done in the caller's transaction (the resource
-  // row is still locked by txAcquire), its one transition recorded on the row. Written only while
-  // this is still the grant's transaction ($7, its id): work that ended it (COMMIT, ROLLBACK) gets
-  // o_same false and nothing written. No o_at_ms with o_same: a key of that name was committed
-  // meanwhile (on another resource), so this attempt is rolled back and asked again.
-  txComplete: (s: string) => `select o_same, o_at_ms
-    from ${s}.tx_record($1, $2, $3, $4, $5, $6, $7)`,
   // After work that rolled the grant back: its fence may have been used by what the work wrote
   // after the ROLLBACK (committed on its own), so the resource moves past it unless someone holds
   // it or has moved it already.
@@ -109,9 +74,12 @@ export class PgTransactional {
   readonly #rows: StatementRunner<keyof typeof TX_SQL>;
   /** lockWaitMs as the value of Postgres's `lock_timeout`. */
   readonly #lockTimeout: string;
+  /** The store's schema, quoted. */
+  readonly #schema: string;
 
   constructor(parts: TransactionalParts) {
     this.#parts = parts;
+    this.#schema = quoteSchema(parts.schema);
     this.#sql = statements(parts.schema, TX_SQL, { named: !parts.transactionPooling });
     this.#rows = statementRunner(parts.pool, this.#sql);
     this.#lockTimeout = `${parts.lockWaitMs}ms`;
@@ -208,67 +176,51 @@ export class PgTransactional {
   ): Promise<Execution | typeof LOST_RACE | typeof ROW_HELD> {
     const connection = new AttemptConnection(
       await checkoutFor(this.#parts.pool, 'executeInTransaction'),
-      this.#parts.transactionPooling,
+      { pooled: this.#parts.transactionPooling, schema: this.#schema },
     );
     const { client } = connection;
-    const pooled = this.#parts.transactionPooling;
     let deadline: ReturnType<typeof armDeadline> | undefined;
     try {
       // The grant's lock wait ends before the TTL's statement cut does: a caller with a TTL
       // below lockWaitMs is told contended, not "store unavailable".
       // A first look (FIRST_LOOK) waits less than that already.
-      const grantWait =
+      const lockWait =
         lockTimeout === FIRST_LOOK
           ? lockTimeout
           : `${Math.max(1, Math.min(this.#parts.lockWaitMs, Math.floor(ttlMs / 2)))}ms`;
-      const known = pooled ? POOLED_BASELINE : knownBaseline(client);
-      const columns = pooled
-        ? `, ${POOLED_COUNTS_AT_BEGIN}`
-        : known
-          ? ''
-          : `, ${SESSION_BASELINE} as baseline`;
-      const startedAt = performance.now();
-      const opened = await connection.begin(isolation, ttlMs, grantWait, columns);
-      const baseline = known ?? rememberBaseline(client, opened.baseline!);
+      const known = this.#parts.transactionPooling ? POOLED_BASELINE : knownBaseline(client);
       const digest = transactionalDigest(a.payload);
-      let granted: pg.QueryResult<{
-        o_fence: string | null;
-        o_seen: string | null;
-        o_judged: AcquireJson | null;
-        o_xid: string;
-      }>;
+      const startedAt = performance.now();
+      let opened: Opened;
       try {
-        granted = await connection.query(this.#sql.txAcquire, [
-          a.key,
-          a.resource,
+        opened = await connection.open({
+          isolation,
+          key: a.key,
+          resource: a.resource,
           digest,
-          opened.lock_timeout,
-        ]);
+          ttlMs,
+          lockWait,
+          ...(known ? {} : { baseline: SESSION_BASELINE }),
+        });
       } catch (error) {
         if (!lockWaitExceeded(error)) throw error;
         // The resource's row is held by another transaction (a transactional holder) past the bound.
         await connection.rollBack();
         return ROW_HELD;
       }
+      const baseline = known ?? rememberBaseline(client, opened.baseline!);
       // Answered: the work that may follow is no wait, and does not count as one.
       answered();
-      const { o_fence, o_seen, o_judged, o_xid } = granted.rows[0]!;
-      let judged = o_judged && fromJson(o_judged);
-      if (o_fence !== null && int(o_fence) !== int(o_seen) + 1) {
-        // The row moved while the grant waited for it: the key may have been committed meanwhile.
-        const rechecked = await connection.query<AcquireRow>(this.#sql.txRecheck, [
-          a.key,
-          a.resource,
-          digest,
-          o_fence,
-        ]);
-        judged = rechecked.rows[0]!;
-      }
-      if (judged && judged.o_outcome !== GRANTED_ROW) {
+      if (opened.o_outcome !== GRANTED_ROW) {
         // No other answer keeps a write; the transaction ends before a conflict's binding is
         // looked up on another connection.
         await connection.rollBack();
-        const acquisition = await this.#parts.acquisition(a, ttlMs, judged, true);
+        const acquisition = await this.#parts.acquisition(
+          a,
+          ttlMs,
+          { ...opened, o_expires_at_ms: null },
+          true,
+        );
         return acquisition.outcome === 'uncertain'
           ? {
               outcome: 'uncertain',
@@ -277,11 +229,8 @@ export class PgTransactional {
             }
           : (acquisition as Execution);
       }
-      const fence = int(judged ? judged.o_fence : o_fence);
-      // tx_acquire() granted (a new resource, a takeover): the statement raised no mark.
-      if (o_judged) await connection.query(this.#sql.txRaiseSink, [a.resource, fence]);
+      const fence = int(opened.o_fence);
       let payload: Uint8Array;
-      let completedAt: number;
       /** The first statement of the work that would have ended the transaction, refused. */
       let ended: TransactionEndedError | undefined;
       const tx = guardedClient(client, a.key, (error) => {
@@ -293,8 +242,8 @@ export class PgTransactional {
       // first: a whole transaction of a few round trips on a loaded machine can outlast a TTL of
       // tens of milliseconds without any of its statements doing so.
       deadline = armDeadline(this.#parts.pool, {
-        pid: opened.pid,
-        xid: o_xid,
+        pid: opened.o_pid,
+        xid: opened.o_xid,
         ms: ttlMs + Math.max(ttlMs, DEADLINE_GRACE_MS) - (performance.now() - startedAt),
       });
       try {
@@ -315,47 +264,6 @@ export class PgTransactional {
         }
         if (thrown) throw thrown.error;
         payload = checkBytes('result', result?.payload, this.#parts.limits.maxPayloadBytes);
-        const reset = (await connection.query(
-          resetAfterWork(client, {
-            baseline,
-            ttlMs,
-            remainingMs: ttlMs - (performance.now() - startedAt),
-            key: a.key,
-            pooled,
-          }),
-        )) as unknown as pg.QueryResult[];
-        const refused =
-          pooled &&
-          refusedSessionState(reset, {
-            temp: Number(opened.temp_at_begin),
-            prepared: Number(opened.prepared_at_begin),
-          });
-        if (refused) {
-          await connection.rollBack();
-          return {
-            outcome: 'failed',
-            error: new TransactionMisuseError(
-              a.key,
-              'session-state',
-              `behind a transaction-mode pooler the work may change only transaction-local state; it left ${refused}, which the pooler's next client would get`,
-            ),
-          };
-        }
-        const completed = await connection.query<{ o_same: boolean; o_at_ms: string | null }>(
-          this.#sql.txComplete,
-          [a.key, a.resource, digest, fence, a.retrySafety, asBuffer(payload), o_xid],
-        );
-        const { o_same, o_at_ms } = completed.rows[0]!;
-        if (!o_same) {
-          await connection.rollBack();
-          await this.#rows('txBurnFence', [a.resource, fence]).catch(() => {});
-          return { outcome: 'failed', error: new TransactionEndedError(a.key) };
-        }
-        if (o_at_ms === null) {
-          await connection.rollBack();
-          return LOST_RACE;
-        }
-        completedAt = int(o_at_ms);
       } catch (error) {
         // Before commit nothing is visible to anyone: rolled back, the effect did not happen.
         await connection.rollBack();
@@ -368,18 +276,27 @@ export class PgTransactional {
         if (!connection.broken && (await this.#parts.keyExists(a.key))) return LOST_RACE;
         return { outcome: 'failed', error };
       }
-      const committed = await connection.commit();
-      // COMMIT of a transaction in which a statement failed answers ROLLBACK, not an error.
-      if (committed.command !== 'COMMIT') {
-        return {
-          outcome: 'failed',
-          error: new Error(
-            'rolled back: a statement of the effect failed and its error was caught inside it',
-          ),
-        };
+      let completedAt: string;
+      try {
+        completedAt = await connection.finish({
+          key: a.key,
+          resource: a.resource,
+          digest,
+          fence,
+          retrySafety: a.retrySafety,
+          result: payload,
+          xid: opened.o_xid,
+          ttlMs,
+          remainingMs: ttlMs - (performance.now() - startedAt),
+          baseline,
+          temp: opened.o_temp,
+          prepared: opened.o_prepared,
+        });
+      } catch (error) {
+        return await this.#unfinished(error, a, fence, connection);
       }
       // The lease ended with the commit that recorded the result.
-      const lease = { resource: a.resource, fence, ttlMs, expiresAt: completedAt };
+      const lease = { resource: a.resource, fence, ttlMs, expiresAt: int(completedAt) };
       return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
     } finally {
       // A connection left inside a transaction (an unexpected throw) must not go back to the pool,
@@ -388,6 +305,42 @@ export class PgTransactional {
       deadline?.disarm();
       connection.release(deadline?.fired === true);
     }
+  }
+
+  /**
+   * The answer of an attempt whose finish (the reset, the key's write and COMMIT, one round trip)
+   * failed. A refusal of tx_finish() came before the COMMIT; any other error did not commit either
+   * when the ROLLBACK after it gets through (an error ends a simple query, and COMMIT is its last
+   * statement; a COMMIT that fails, a deferred check's or a serialization failure, rolls back). A
+   * connection lost on the way may have committed: thrown, as the COMMIT's own failure always
+   * was, never called `failed`.
+   */
+  async #unfinished(
+    error: unknown,
+    a: Required<Action>,
+    fence: number,
+    connection: AttemptConnection,
+  ): Promise<Execution | typeof LOST_RACE> {
+    const refusal = finishRefusal(error);
+    const rolledBack = await connection.rollBack();
+    switch (refusal?.code) {
+      case 'SE161':
+        return LOST_RACE;
+      case 'SE162':
+        await this.#rows('txBurnFence', [a.resource, fence]).catch(() => {});
+        return { outcome: 'failed', error: new TransactionEndedError(a.key) };
+      case 'SE163':
+        return {
+          outcome: 'failed',
+          error: new TransactionMisuseError(
+            a.key,
+            'session-state',
+            `behind a transaction-mode pooler the work may change only transaction-local state; it left ${refusal.detail}, which the pooler's next client would get`,
+          ),
+        };
+    }
+    if (!rolledBack) throw error;
+    return { outcome: 'failed', error };
   }
 }
 
