@@ -89,7 +89,10 @@ export class AttemptConnection {
       finishTransaction(this.#schema, { ...options, pooled: this.#pooled }),
     );
     this.#open = false;
-    const { o_session, o_at_ms } = results.at(-2)!.rows[0] as { o_session: string; o_at_ms: string };
+    const { o_session, o_at_ms } = results.at(-2)!.rows[0] as {
+      o_session: string;
+      o_at_ms: string;
+    };
     if (o_session !== this.#sessionBefore) this.#changed = true;
     return o_at_ms;
   }

@@ -937,6 +937,25 @@ begin
 end
 $$;
 
+-- FUNCTION tx_bounds(text, text, text)
+CREATE FUNCTION <schema>.tx_bounds(p_key text, p_ttl text, p_remaining text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_set text;
+begin
+  -- Expressions, not statements: plpgsql evaluates them without starting an executor.
+  v_set := pg_catalog.set_config('statement_timeout', p_ttl, true)
+        || pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true)
+        || pg_catalog.set_config('sideeffect.transactional_key', p_key, true);
+  if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
+    v_set := pg_catalog.set_config('transaction_timeout', p_remaining, true);
+  end if;
+  return v_set;
+end
+$$;
+
 -- FUNCTION tx_burn_fence(text, bigint)
 CREATE FUNCTION <schema>.tx_burn_fence(p_resource text, p_fence bigint) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1008,6 +1027,7 @@ declare
   v_locks bigint;
   v_left text[] := '{}';
   v_now timestamptz;
+  v_set text;
 begin
   o_session := tx_session_state(p_user, p_search_path);
   if p_pooled then
@@ -1033,35 +1053,33 @@ begin
         detail = pg_catalog.array_to_string(v_left, ', ');
     end if;
   end if;
-  perform pg_catalog.set_config('statement_timeout', p_ttl, true),
-          pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true),
-          pg_catalog.set_config('sideeffect.transactional_key', p_key, true);
-  if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
-    perform pg_catalog.set_config('transaction_timeout', p_remaining, true);
-  end if;
+  v_set := tx_bounds(p_key, p_ttl, p_remaining);
 
   if pg_catalog.txid_current() <> p_xid then
     raise exception using
       errcode = 'SE162',
       message = pg_catalog.format('sideeffect: the work ended the transaction of transactional key %s', p_key);
   end if;
-  perform from resources r
-   where r.resource = p_resource and r.fence = p_fence and r.holder is null
-     and r.xmin::text = (p_xid % 4294967296)::text;
-  if not found then
-    raise exception using
-      errcode = 'SE132',
-      message = pg_catalog.format('sideeffect: fence %s of resource %s was not granted in this transaction',
-                                  p_fence, p_resource);
-  end if;
   v_now := store_now();
   insert into keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
                     granted_at, granted_state, granted_fence)
-  values (p_key, p_resource, p_digest, 'done', p_fence, p_retry_safety, p_result, v_now,
-          v_now, 'done', p_fence)
+  select p_key, p_resource, p_digest, 'done', p_fence, p_retry_safety, p_result, v_now,
+         v_now, 'done', p_fence
+    from resources r
+   where r.resource = p_resource and r.fence = p_fence and r.holder is null
+     and r.xmin::text = (p_xid % 4294967296)::text
   on conflict (key) do nothing
   returning epoch_ms(updated_at) into o_at_ms;
   if o_at_ms is null then
+    perform from resources r
+     where r.resource = p_resource and r.fence = p_fence and r.holder is null
+       and r.xmin::text = (p_xid % 4294967296)::text;
+    if not found then
+      raise exception using
+        errcode = 'SE132',
+        message = pg_catalog.format('sideeffect: fence %s of resource %s was not granted in this transaction',
+                                    p_fence, p_resource);
+    end if;
     raise exception using
       errcode = 'SE161',
       message = pg_catalog.format('sideeffect: transactional key %s was committed meanwhile', p_key);
@@ -1093,6 +1111,7 @@ CREATE FUNCTION <schema>.tx_open(p_key text, p_resource text, p_digest bytea, p_
 declare
   v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
   v_seen bigint;
+  v_set text;
 begin
   o_session := tx_session_state(p_user, p_search_path);
   o_pid := pg_catalog.pg_backend_pid();
@@ -1101,13 +1120,7 @@ begin
     o_temp := tx_temp_relations();
     o_prepared := tx_sql_prepared();
   end if;
-  perform pg_catalog.set_config('statement_timeout', p_ttl, true),
-          pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true),
-          pg_catalog.set_config('sideeffect.transactional_key', p_key, true),
-          pg_catalog.set_config('lock_timeout', p_lock_wait, true);
-  if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
-    perform pg_catalog.set_config('transaction_timeout', p_ttl, true);
-  end if;
+  v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
   update resources set fence = fence + 1
    where resource = p_resource and holder is null
@@ -1129,7 +1142,7 @@ begin
     insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
     on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
   end if;
-  perform pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+  v_set := pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
 end
 $$;
 
@@ -1483,6 +1496,9 @@ REVOKE ALL ON FUNCTION <schema>.sweep(OUT o_uncertain text[], OUT o_freed text[]
 
 -- ACL FUNCTION tx_acquire(p_key text, p_resource text, p_digest bytea, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
 REVOKE ALL ON FUNCTION <schema>.tx_acquire(p_key text, p_resource text, p_digest bytea, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
+
+-- ACL FUNCTION tx_bounds(p_key text, p_ttl text, p_remaining text)
+REVOKE ALL ON FUNCTION <schema>.tx_bounds(p_key text, p_ttl text, p_remaining text) FROM PUBLIC;
 
 -- ACL FUNCTION tx_burn_fence(p_resource text, p_fence bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_burn_fence(p_resource text, p_fence bigint) FROM PUBLIC;

@@ -1,4 +1,5 @@
 import type { TransactionIsolation } from '../../core/store.js';
+import { quoteLiteral } from './sql.js';
 import type { SessionBaseline } from './transaction-guard.js';
 
 /**
@@ -8,26 +9,30 @@ import type { SessionBaseline } from './transaction-guard.js';
  * through the extended protocol; what they compute lives in the schema's plpgsql functions, whose
  * plans each connection keeps, so the text parsed per effect is a few short calls.
  *
- * Values are inlined as hex, which reads the same in every client encoding: the finish runs
+ * Values are inlined in ASCII, which reads the same in every client encoding: the finish runs
  * after the work, which may have changed `client_encoding`, and Postgres converts a query's text
  * from it before the RESET in that query has run. A key read in another encoding would be
  * recorded under another name, and its effect run again.
  */
 
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
 /**
- * A text value as an SQL expression of ASCII characters only, in the database's collation:
- * convert_from()'s result would otherwise take the collation of its `name` argument ("C"), and
- * the functions it is passed to compare every text argument in it, so the key and resource would
- * be looked up without their indexes (a scan of the whole table per call).
+ * A text value as an SQL expression of ASCII characters only: printable ASCII as a literal (in
+ * the database's collation, like a parameter), anything else as its UTF-8 bytes in hex, given the
+ * database's collation too: convert_from()'s result would otherwise take the collation of its
+ * `name` argument ("C"), and the functions it is passed to compare every text argument in it, so
+ * the key and resource would be looked up without their indexes (a scan of the table per call).
  */
 function text(value: string): string {
+  if (PRINTABLE_ASCII.test(value)) return quoteLiteral(value);
   return `pg_catalog.convert_from(pg_catalog.decode('${Buffer.from(value, 'utf8').toString('hex')}', 'hex'), 'UTF8') collate pg_catalog."default"`;
 }
 
-/** Bytes as an SQL expression of ASCII characters only. */
+/** Bytes as a bytea literal, read alike whatever `standard_conforming_strings` is. */
 function bytes(value: Uint8Array): string {
   const buffer = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  return `pg_catalog.decode('${buffer.toString('hex')}', 'hex')`;
+  return `E'\\\\x${buffer.toString('hex')}'::bytea`;
 }
 
 /**

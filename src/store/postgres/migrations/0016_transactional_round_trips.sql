@@ -69,13 +69,32 @@ begin
 end
 $$;
 
+-- A transactional effect's bounds, local to its transaction: no statement and no pause between
+-- them longer than the TTL (p_ttl), on Postgres 17 and later not the whole transaction either
+-- (what is left of it, p_remaining), and the key the commit check (0007, 0011) reads.
+create function tx_bounds(p_key text, p_ttl text, p_remaining text) returns text
+  language plpgsql
+  set search_path from current
+as $$
+declare
+  v_set text;
+begin
+  -- Expressions, not statements: plpgsql evaluates them without starting an executor.
+  v_set := pg_catalog.set_config('statement_timeout', p_ttl, true)
+        || pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true)
+        || pg_catalog.set_config('sideeffect.transactional_key', p_key, true);
+  if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
+    v_set := pg_catalog.set_config('transaction_timeout', p_remaining, true);
+  end if;
+  return v_set;
+end
+$$;
+
 -- The start of a transactional effect, right after its BEGIN, in one call: the session's
 -- fingerprint as it came (before any setting of the store's); the backend and transaction the
 -- store's deadline watches; behind a transaction-mode pooler, the counts tx_finish() compares
--- with; the bounds of the transaction, local to it (no statement and no pause between them longer
--- than the TTL; on Postgres 17 and later, not the whole transaction either) and the key the
--- commit check (0007, 0011) reads; then the grant, waiting at most p_lock_wait for the resource's
--- row, after which the caller's own lock_timeout is back.
+-- with; the transaction's bounds (tx_bounds); then the grant, waiting at most p_lock_wait for the
+-- resource's row, after which the caller's own lock_timeout is back.
 --
 -- The grant (what PgStore's txAcquire, txRecheck and txRaiseSink statements did): a key never
 -- seen on a resource nobody holds has the row locked and its fence raised by one UPDATE; if the
@@ -110,6 +129,7 @@ as $$
 declare
   v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
   v_seen bigint;
+  v_set text;
 begin
   o_session := tx_session_state(p_user, p_search_path);
   o_pid := pg_catalog.pg_backend_pid();
@@ -118,13 +138,7 @@ begin
     o_temp := tx_temp_relations();
     o_prepared := tx_sql_prepared();
   end if;
-  perform pg_catalog.set_config('statement_timeout', p_ttl, true),
-          pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true),
-          pg_catalog.set_config('sideeffect.transactional_key', p_key, true),
-          pg_catalog.set_config('lock_timeout', p_lock_wait, true);
-  if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
-    perform pg_catalog.set_config('transaction_timeout', p_ttl, true);
-  end if;
+  v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
   update resources set fence = fence + 1
    where resource = p_resource and holder is null
@@ -146,7 +160,7 @@ begin
     insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
     on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
   end if;
-  perform pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+  v_set := pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
 end
 $$;
 
@@ -185,6 +199,7 @@ declare
   v_locks bigint;
   v_left text[] := '{}';
   v_now timestamptz;
+  v_set text;
 begin
   o_session := tx_session_state(p_user, p_search_path);
   if p_pooled then
@@ -210,35 +225,33 @@ begin
         detail = pg_catalog.array_to_string(v_left, ', ');
     end if;
   end if;
-  perform pg_catalog.set_config('statement_timeout', p_ttl, true),
-          pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true),
-          pg_catalog.set_config('sideeffect.transactional_key', p_key, true);
-  if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
-    perform pg_catalog.set_config('transaction_timeout', p_remaining, true);
-  end if;
+  v_set := tx_bounds(p_key, p_ttl, p_remaining);
 
   if pg_catalog.txid_current() <> p_xid then
     raise exception using
       errcode = 'SE162',
       message = pg_catalog.format('sideeffect: the work ended the transaction of transactional key %s', p_key);
   end if;
-  perform from resources r
-   where r.resource = p_resource and r.fence = p_fence and r.holder is null
-     and r.xmin::text = (p_xid % 4294967296)::text;
-  if not found then
-    raise exception using
-      errcode = 'SE132',
-      message = pg_catalog.format('sideeffect: fence %s of resource %s was not granted in this transaction',
-                                  p_fence, p_resource);
-  end if;
   v_now := store_now();
   insert into keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
                     granted_at, granted_state, granted_fence)
-  values (p_key, p_resource, p_digest, 'done', p_fence, p_retry_safety, p_result, v_now,
-          v_now, 'done', p_fence)
+  select p_key, p_resource, p_digest, 'done', p_fence, p_retry_safety, p_result, v_now,
+         v_now, 'done', p_fence
+    from resources r
+   where r.resource = p_resource and r.fence = p_fence and r.holder is null
+     and r.xmin::text = (p_xid % 4294967296)::text
   on conflict (key) do nothing
   returning epoch_ms(updated_at) into o_at_ms;
   if o_at_ms is null then
+    perform from resources r
+     where r.resource = p_resource and r.fence = p_fence and r.holder is null
+       and r.xmin::text = (p_xid % 4294967296)::text;
+    if not found then
+      raise exception using
+        errcode = 'SE132',
+        message = pg_catalog.format('sideeffect: fence %s of resource %s was not granted in this transaction',
+                                    p_fence, p_resource);
+    end if;
     raise exception using
       errcode = 'SE161',
       message = pg_catalog.format('sideeffect: transactional key %s was committed meanwhile', p_key);
