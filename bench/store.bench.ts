@@ -1,317 +1,394 @@
 /**
- * PgStore against the floor of what a correct execute must cost, in one run, on one pool:
+ * PgStore against the floor of what a correct operation must cost, in one run, on one pool:
  *
- * - execute: `Runner.execute` with PgStore (acquire straight into applying, then complete) beside
- *   the bare statements a correct execute needs, issued straight through pg: two single-row upsert
- *   commits per action (claim the key, record the result). At 1, 8 and 32 concurrent callers.
+ * - execute: `Runner.execute` with PgStore (its statement batching as configured by default)
+ *   beside the bare statements a correct execute needs, straight through pg: two single-row
+ *   upsert commits per action (claim the key, record the result); and beside the same two upserts
+ *   batched across concurrent callers (one `unnest` statement per kind while the previous one is
+ *   in flight, no timer). At 1, 8 and 32 concurrent callers.
  * - replay: acquire of a done key beside a bare single-row SELECT of the stored result.
  * - transactional: `Runner.executeInTransaction` inserting one row on the store's transaction,
  *   beside (a) the same insert as a hand-written same-database idempotent write (one transaction:
- *   claim the key row, the insert, record the result) and (b) our own `execute` + `writeFenced` of
- *   the same insert.
+ *   claim the key row, the insert, record the result) and (b) our own `execute` + `writeFenced`.
+ * - latency of one caller's execute, p50 and p99, with the store's batching on and off.
  *
- * Each pair runs several rounds in alternating order, each round measuring both sides back to back;
- * the ratio printed is the median of the rounds' ratios, so a change in machine load during the
- * run hits both sides of a round alike. Prints the table and
- * whether the targets hold (execute >= 0.6x floor, replay >= 0.8x, transactional >= 0.8x the
- * hand-written write and >= 1.3x execute + writeFenced); never fails on time. Beside each ratio it
- * prints, for information, the same comparison in CPU time per op (this process and the local
- * database's backends), which moves far less than throughput on a shared host.
- * Run: npx tsx bench/store.bench.ts   (DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test)
+ * Each pair runs ROUNDS rounds in alternating order, each round measuring both sides back to
+ * back; the ratio is the median of the rounds' ratios, so a change in machine load during the
+ * run hits both sides of a round alike. Beside each ratio: the CPU per operation of this process
+ * (Node) and of the pool's Postgres backends (see support/backend-cpu.ts), medians of the rounds.
+ * Never fails on time: each figure is printed with its target and met/MISSED.
+ *
+ * Run alone: npx tsx bench/store.bench.ts   (DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test)
+ * `BENCH_ONLY=transactional` (a substring of a figure's name) runs just the matching figures.
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { Runner } from '../src/core/index.js';
-import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
+import {
+  migrate,
+  PgFencedSink,
+  PgStore,
+  type PgStoreOptions,
+} from '../src/store/postgres/index.js';
+import { BackendCpu, cpuMethod } from './support/backend-cpu.js';
+import { batchedUpserts } from './support/batched-upserts.js';
+import {
+  type BenchReport,
+  type Figure,
+  median,
+  percentile,
+  progress,
+  summary,
+} from './support/figures.js';
 
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
-const CONCURRENCIES = [1, 8, 32] as const;
+const CALLERS = [1, 8, 32] as const;
+type Callers = (typeof CALLERS)[number];
 const ROUNDS = 7;
 const ROUND_MS = 1_000;
+const LATENCY_ROUNDS = 6;
+const LATENCY_ROUND_MS = 1_000;
 const REPLAY_KEYS = 1_000;
-const TARGETS = { execute: 0.6, replay: 0.8, handWritten: 0.8, fenced: 1.3 } as const;
+/** The p50 of one caller's execute with batching on may be at most this much above batching off. */
+const LATENCY_P50_TARGET = 1.1;
 
-const schema = `sideeffect_bench_${randomBytes(3).toString('hex')}`;
-const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 32 });
-pool.on('error', () => {});
-const store = new PgStore({ pool, schema });
-const sink = new PgFencedSink({ pool, schema });
-const runner = new Runner(store, { ttlMs: 30_000 });
-const result = { payload: new TextEncoder().encode('ok') };
-const floorTable = `"${schema}".bench_floor`;
-const claim = {
-  name: 'bench_floor_claim',
-  text: `insert into ${floorTable} (key, state) values ($1, 'applying')
-    on conflict (key) do update set state = excluded.state`,
-};
-const record = {
-  name: 'bench_floor_record',
-  text: `insert into ${floorTable} (key, state, result) values ($1, 'done', $2)
-    on conflict (key) do update set state = excluded.state, result = excluded.result`,
-};
-const read = { name: 'bench_floor_read', text: `select result from ${floorTable} where key = $1` };
-const resultBytes = Buffer.from(result.payload);
-const target = `"${schema}".bench_target`;
-const idem = `"${schema}".bench_idem`;
-/** The effect every transactional variant performs: one row in a table of the same database. */
-const insertTarget = {
-  name: 'bench_target_insert',
-  text: `insert into ${target} (key, amount) values ($1, 1)`,
-};
-const handClaim = {
-  name: 'bench_idem_claim',
-  text: `insert into ${idem} (key, state) values ($1, 'applying') on conflict (key) do nothing
-    returning key`,
-};
-const handRecord = {
-  name: 'bench_idem_record',
-  text: `update ${idem} set state = 'done', result = $2 where key = $1`,
-};
-
-let run = 0;
 type Op = (caller: number, n: number) => Promise<void>;
 
-const ops: Record<string, Op> = {
-  'Runner.execute': async (caller, n) => {
-    const action = { key: `e-${run}-${caller}-${n}`, resource: `r-${caller}` };
-    const execution = await runner.execute(action, async () => result);
-    if (execution.outcome !== 'applied')
-      throw new Error(`expected applied, got ${execution.outcome}`);
-  },
-  'floor: 2 upserts': async (caller, n) => {
-    const key = `f-${run}-${caller}-${n}`;
-    await pool.query({ ...claim, values: [key] });
-    await pool.query({ ...record, values: [key, resultBytes] });
-  },
-  'acquire (replay)': async (_caller, n) => {
-    const acq = await store.acquire({ key: `done-${n % REPLAY_KEYS}`, resource: 'replay' }, 30_000);
-    if (acq.outcome !== 'replayed') throw new Error(`expected replayed, got ${acq.outcome}`);
-  },
-  'tx execute': async (caller, n) => {
-    const key = `t-${run}-${caller}-${n}`;
-    const execution = await runner.executeInTransaction<pg.PoolClient>(
-      { key, resource: `r-${caller}` },
-      async ({ tx }) => {
-        await tx.query({ ...insertTarget, values: [key] });
-        return result;
-      },
-    );
-    if (execution.outcome !== 'applied')
-      throw new Error(`expected applied, got ${execution.outcome}`);
-  },
-  'hand-written idempotent tx': async (caller, n) => {
-    const key = `h-${run}-${caller}-${n}`;
-    const client = await pool.connect();
-    try {
-      await client.query('begin');
-      const claimed = await client.query({ ...handClaim, values: [key] });
-      if (claimed.rowCount !== 1) throw new Error('expected a fresh key');
-      await client.query({ ...insertTarget, values: [key] });
-      await client.query({ ...handRecord, values: [key, resultBytes] });
-      await client.query('commit');
-    } finally {
-      client.release();
-    }
-  },
-  'execute + writeFenced': async (caller, n) => {
-    const key = `w-${run}-${caller}-${n}`;
-    const execution = await runner.execute({ key, resource: `r-${caller}` }, async ({ lease }) => {
-      await sink.writeFenced(lease.resource, lease.fence, (tx) =>
-        tx.query({ ...insertTarget, values: [key] }),
-      );
-      return result;
-    });
-    if (execution.outcome !== 'applied')
-      throw new Error(`expected applied, got ${execution.outcome}`);
-  },
-  'floor: 1 select': async (_caller, n) => {
-    const { rows } = await pool.query({ ...read, values: [`done-${n % REPLAY_KEYS}`] });
-    if (rows.length !== 1) throw new Error('expected one row');
-  },
-};
-
-/** Clock ticks per second of /proc's CPU times. */
-const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100;
-
-/**
- * CPU microseconds spent so far by every process named postgres that /proc shows: the database's
- * backends when it runs on this machine, 0 when it does not (the CPU column then reads n/a).
- */
-function postgresCpuMicros(): number {
-  let ticks = 0;
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      if (!stat.includes('(postgres)')) continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
-    } catch {
-      // The process ended meanwhile.
-    }
-  }
-  return (ticks / TICKS_PER_SECOND) * 1e6;
+/** One pair of operations compared at each caller count, with the target at each (if any). */
+interface Scenario {
+  name: string;
+  ours: string;
+  peer: string;
+  targets: Partial<Record<Callers, number>>;
 }
 
-/**
- * Runs `op` from `concurrency` callers for ROUND_MS; returns completed ops per second and the CPU
- * time per op of this process plus the local database's (steadier on a noisy machine than
- * throughput, which also moves with whatever else the host runs).
- */
-async function measure(op: Op, concurrency: number): Promise<{ rate: number; cpu: number }> {
-  run += 1;
-  let done = 0;
-  const deadline = performance.now() + ROUND_MS;
-  const start = performance.now();
-  const node = process.cpuUsage();
-  const postgres = postgresCpuMicros();
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, caller) => {
-      for (let n = 0; performance.now() < deadline; n++) {
-        await op(caller, n);
-        done += 1;
-      }
-    }),
-  );
-  const rate = (done / (performance.now() - start)) * 1000;
-  const { user, system } = process.cpuUsage(node);
-  const database = postgresCpuMicros() - postgres;
-  return { rate, cpu: database > 0 ? (user + system + database) / done : Number.NaN };
+const SCENARIOS: Scenario[] = [
+  {
+    name: 'execute / 2 upserts',
+    ours: 'execute',
+    peer: '2 upserts',
+    targets: { 1: 0.65, 8: 1.0, 32: 1.2 },
+  },
+  { name: 'execute / 2 batched upserts', ours: 'execute', peer: '2 batched upserts', targets: {} },
+  { name: 'replay / select', ours: 'replay', peer: 'select', targets: { 32: 1.0 } },
+  {
+    name: 'transactional / hand-written',
+    ours: 'transactional',
+    peer: 'hand-written transaction',
+    targets: { 1: 0.85, 8: 0.85, 32: 0.85 },
+  },
+  {
+    name: 'transactional / execute + writeFenced',
+    ours: 'transactional',
+    peer: 'execute + writeFenced',
+    targets: {},
+  },
+];
+
+/** What one measured round gives: ops/s and CPU µs per op of Node and of the Postgres backends. */
+interface Sample {
+  rate: number;
+  node: number;
+  postgres: number;
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
-/** `BENCH_ONLY=tx` (a substring of a scenario name) runs just the matching scenarios while tuning. */
-const only = process.env.BENCH_ONLY;
-
-/**
- * Median ops/s of each side, the median of the per-round ratios, and the median of the per-round
- * CPU ratios (the peer's CPU per op over ours: above 1 when ours costs less).
- */
-async function pair(
-  ours: string,
-  floor: string,
-  concurrency: number,
-): Promise<{ ours: number; floor: number; ratio: number; cpuRatio: number }> {
-  const a: Array<{ rate: number; cpu: number }> = [];
-  const b: Array<{ rate: number; cpu: number }> = [];
-  for (let round = 0; round < ROUNDS; round++) {
-    if (round % 2 === 0) {
-      a.push(await measure(ops[ours]!, concurrency));
-      b.push(await measure(ops[floor]!, concurrency));
-    } else {
-      b.push(await measure(ops[floor]!, concurrency));
-      a.push(await measure(ops[ours]!, concurrency));
-    }
-  }
-  return {
-    ours: median(a.map((x) => x.rate)),
-    floor: median(b.map((x) => x.rate)),
-    ratio: median(a.map((x, i) => x.rate / b[i]!.rate)),
-    cpuRatio: median(a.map((x, i) => b[i]!.cpu / x.cpu)),
+/** Runs the store bench. `log` gets a progress line per figure measured. */
+export async function storeBench(log: (line: string) => void): Promise<BenchReport> {
+  const schema = `sideeffect_bench_${randomBytes(3).toString('hex')}`;
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 32 });
+  pool.on('error', () => {});
+  const cpu = new BackendCpu(pool);
+  const store = new PgStore({ pool, schema });
+  // Until the store's batching option exists, both stores are alike (and so are their latencies).
+  const unbatched = new PgStore({ pool, schema, batching: false } as PgStoreOptions);
+  const sink = new PgFencedSink({ pool, schema });
+  const runner = new Runner(store, { ttlMs: 30_000 });
+  const unbatchedRunner = new Runner(unbatched, { ttlMs: 30_000 });
+  const result = { payload: new TextEncoder().encode('ok') };
+  const resultBytes = Buffer.from(result.payload);
+  const q = `"${schema}"`;
+  const floor = `${q}.bench_floor`;
+  const target = `${q}.bench_target`;
+  const idem = `${q}.bench_idem`;
+  const claim = {
+    name: 'bench_floor_claim',
+    text: `insert into ${floor} (key, state) values ($1, 'applying')
+      on conflict (key) do update set state = excluded.state`,
   };
-}
+  const record = {
+    name: 'bench_floor_record',
+    text: `insert into ${floor} (key, state, result) values ($1, 'done', $2)
+      on conflict (key) do update set state = excluded.state, result = excluded.result`,
+  };
+  const read = { name: 'bench_floor_read', text: `select result from ${floor} where key = $1` };
+  /** The effect every transactional variant performs: one row in a table of the same database. */
+  const insertTarget = {
+    name: 'bench_target_insert',
+    text: `insert into ${target} (key, amount) values ($1, 1)`,
+  };
+  const handClaim = {
+    name: 'bench_idem_claim',
+    text: `insert into ${idem} (key, state) values ($1, 'applying') on conflict (key) do nothing
+      returning key`,
+  };
+  const handRecord = {
+    name: 'bench_idem_record',
+    text: `update ${idem} set state = 'done', result = $2 where key = $1`,
+  };
+  const batched = batchedUpserts(pool, floor);
+  let run = 0;
+  const applied = (execution: { outcome: string }) => {
+    if (execution.outcome !== 'applied')
+      throw new Error(`expected applied, got ${execution.outcome}`);
+  };
 
-/** Round trips of one execute, counted at the connection: the design says 2 (acquire, complete). */
-async function roundTripsPerExecute(): Promise<number> {
-  let queries = 0;
-  const query = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    queries += 1;
-    return (query as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof query;
-  try {
-    await runner.execute({ key: 'count-round-trips', resource: 'count' }, async () => result);
-  } finally {
-    pg.Client.prototype.query = query;
-  }
-  return queries;
-}
+  const ops: Record<string, Op> = {
+    execute: async (caller, n) => {
+      applied(
+        await runner.execute(
+          { key: `e-${run}-${caller}-${n}`, resource: `r-${caller}` },
+          async () => result,
+        ),
+      );
+    },
+    '2 upserts': async (caller, n) => {
+      const key = `f-${run}-${caller}-${n}`;
+      await pool.query({ ...claim, values: [key] });
+      await pool.query({ ...record, values: [key, resultBytes] });
+    },
+    '2 batched upserts': (caller, n) => batched(`b-${run}-${caller}-${n}`, resultBytes),
+    replay: async (_caller, n) => {
+      const acq = await store.acquire(
+        { key: `done-${n % REPLAY_KEYS}`, resource: 'replay' },
+        30_000,
+      );
+      if (acq.outcome !== 'replayed') throw new Error(`expected replayed, got ${acq.outcome}`);
+    },
+    select: async (_caller, n) => {
+      const { rows } = await pool.query({ ...read, values: [`done-${n % REPLAY_KEYS}`] });
+      if (rows.length !== 1) throw new Error('expected one row');
+    },
+    transactional: async (caller, n) => {
+      const key = `t-${run}-${caller}-${n}`;
+      applied(
+        await runner.executeInTransaction<pg.PoolClient>(
+          { key, resource: `r-${caller}` },
+          async ({ tx }) => {
+            await tx.query({ ...insertTarget, values: [key] });
+            return result;
+          },
+        ),
+      );
+    },
+    'hand-written transaction': async (caller, n) => {
+      const key = `h-${run}-${caller}-${n}`;
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        const claimed = await client.query({ ...handClaim, values: [key] });
+        if (claimed.rowCount !== 1) throw new Error('expected a fresh key');
+        await client.query({ ...insertTarget, values: [key] });
+        await client.query({ ...handRecord, values: [key, resultBytes] });
+        await client.query('commit');
+      } finally {
+        client.release();
+      }
+    },
+    'execute + writeFenced': async (caller, n) => {
+      const key = `w-${run}-${caller}-${n}`;
+      applied(
+        await runner.execute({ key, resource: `r-${caller}` }, async ({ lease }) => {
+          await sink.writeFenced(lease.resource, lease.fence, (tx) =>
+            tx.query({ ...insertTarget, values: [key] }),
+          );
+          return result;
+        }),
+      );
+    },
+  };
 
-async function main(): Promise<void> {
-  await migrate(pool, { schema });
-  await pool.query(
-    `create table ${floorTable} (key text primary key, state text not null, result bytea)`,
-  );
-  await pool.query(`create table ${target} (key text primary key, amount int not null)`);
-  await pool.query(
-    `create table ${idem} (key text primary key, state text not null, result bytea)`,
-  );
-  for (let n = 0; n < REPLAY_KEYS; n++) {
-    const action = { key: `done-${n}`, resource: 'replay' };
-    await runner.execute(action, async () => result);
-    await pool.query({ ...claim, values: [`done-${n}`] });
-    await pool.query({ ...record, values: [`done-${n}`, resultBytes] });
-  }
-  // Warm every connection's prepared statements and plpgsql plans.
-  await measure(ops['Runner.execute']!, 32);
-  await measure(ops['floor: 2 upserts']!, 32);
-  await measure(ops['tx execute']!, 32);
-  await measure(ops['hand-written idempotent tx']!, 32);
-  await measure(ops['execute + writeFenced']!, 32);
-
-  const rows: Array<{
-    scenario: string;
-    c: number;
-    ours: number;
-    floor: number;
-    ratio: number;
-    cpuRatio: number;
-    target: number;
-  }> = [];
-  const scenarios = [
-    ['execute vs 2 upserts', 'Runner.execute', 'floor: 2 upserts', TARGETS.execute],
-    ['replay vs 1 select', 'acquire (replay)', 'floor: 1 select', TARGETS.replay],
-    ['tx vs hand-written', 'tx execute', 'hand-written idempotent tx', TARGETS.handWritten],
-    ['tx vs exec+fenced', 'tx execute', 'execute + writeFenced', TARGETS.fenced],
-  ] as const;
-  for (const [scenario, oursOp, peerOp, target] of scenarios) {
-    if (only && !scenario.includes(only)) continue;
-    for (const c of CONCURRENCIES) {
-      rows.push({ scenario, c, target, ...(await pair(oursOp, peerOp, c)) });
-    }
-  }
-
-  const trips = await roundTripsPerExecute();
-  console.log(
-    `\nPgStore bench (schema ${schema}, median of ${ROUNDS} paired rounds of ${ROUND_MS} ms)`,
-  );
-  console.log(
-    `load average at the end: ${loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}`,
-  );
-  console.log(
-    `round trips per Runner.execute: ${trips} (acquire straight into applying + complete)\n`,
-  );
-  console.log(
-    `${'scenario'.padEnd(22)} ${'callers'.padStart(7)} ${'ours ops/s'.padStart(11)} ${'peer ops/s'.padStart(12)} ${'ratio'.padStart(6)} ${'target'.padStart(7)}  met     ${'cpu ratio'.padStart(9)}`,
-  );
-  let allMet = true;
-  for (const row of rows) {
-    const { ratio } = row;
-    const met = ratio >= row.target;
-    allMet &&= met;
-    console.log(
-      `${row.scenario.padEnd(22)} ${String(row.c).padStart(7)} ${row.ours.toFixed(0).padStart(11)} ${row.floor.toFixed(0).padStart(12)} ${ratio.toFixed(2).padStart(6)} ${`>=${row.target}`.padStart(7)}  ${(met ? 'met' : 'MISSED').padEnd(6)}  ${(Number.isNaN(row.cpuRatio) ? 'n/a' : row.cpuRatio.toFixed(2)).padStart(9)}`,
+  /** `op` from `callers` callers for `ms`: ops/s and CPU µs per op of Node and of Postgres. */
+  const measure = async (op: Op, callers: number, ms = ROUND_MS): Promise<Sample> => {
+    run += 1;
+    let done = 0;
+    const start = performance.now();
+    const deadline = start + ms;
+    const node = process.cpuUsage();
+    const postgres = cpu.micros();
+    await Promise.all(
+      Array.from({ length: callers }, async (_, caller) => {
+        for (let n = 0; performance.now() < deadline; n++) {
+          await op(caller, n);
+          done += 1;
+        }
+      }),
     );
+    const rate = (done / (performance.now() - start)) * 1000;
+    const { user, system } = process.cpuUsage(node);
+    return { rate, node: (user + system) / done, postgres: (cpu.micros() - postgres) / done };
+  };
+
+  /** Paired rounds, alternating which side goes first; medians of the rounds. */
+  const pair = async (ours: Op, peer: Op, callers: number) => {
+    const a: Sample[] = [];
+    const b: Sample[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      if (round % 2 === 0) {
+        a.push(await measure(ours, callers));
+        b.push(await measure(peer, callers));
+      } else {
+        b.push(await measure(peer, callers));
+        a.push(await measure(ours, callers));
+      }
+    }
+    const m = (samples: Sample[], field: keyof Sample) => median(samples.map((s) => s[field]));
+    return {
+      ratio: median(a.map((s, i) => s.rate / b[i]!.rate)),
+      ours: { rate: m(a, 'rate'), node: m(a, 'node'), postgres: m(a, 'postgres') },
+      peer: { rate: m(b, 'rate'), node: m(b, 'node'), postgres: m(b, 'postgres') },
+    };
+  };
+
+  /** One caller's execute latencies (ms), batching on and off in alternating rounds. */
+  const latencies = async () => {
+    const on: number[] = [];
+    const off: number[] = [];
+    for (let round = 0; round < LATENCY_ROUNDS; round++) {
+      for (const [into, r] of round % 2 === 0
+        ? ([
+            [on, runner],
+            [off, unbatchedRunner],
+          ] as const)
+        : ([
+            [off, unbatchedRunner],
+            [on, runner],
+          ] as const)) {
+        run += 1;
+        const deadline = performance.now() + LATENCY_ROUND_MS;
+        for (let n = 0; performance.now() < deadline; n++) {
+          const began = performance.now();
+          applied(
+            await r.execute({ key: `l-${run}-${n}`, resource: 'latency' }, async () => result),
+          );
+          into.push(performance.now() - began);
+        }
+      }
+    }
+    return { on, off };
+  };
+
+  /** Round trips of one operation, counted at the connection. */
+  const roundTrips = async (operation: () => Promise<unknown>): Promise<number> => {
+    let queries = 0;
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      queries += 1;
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    try {
+      await operation();
+    } finally {
+      pg.Client.prototype.query = query;
+    }
+    return queries;
+  };
+
+  const only = process.env.BENCH_ONLY;
+  const figures: Figure[] = [];
+  const notes: string[] = [];
+  try {
+    await migrate(pool, { schema });
+    await pool.query(
+      `create table ${floor} (key text primary key, state text not null, result bytea)`,
+    );
+    await pool.query(`create table ${target} (key text primary key, amount int not null)`);
+    await pool.query(
+      `create table ${idem} (key text primary key, state text not null, result bytea)`,
+    );
+    for (let n = 0; n < REPLAY_KEYS; n++) {
+      await runner.execute({ key: `done-${n}`, resource: 'replay' }, async () => result);
+      await pool.query({ ...claim, values: [`done-${n}`] });
+      await pool.query({ ...record, values: [`done-${n}`, resultBytes] });
+    }
+    // Warm every connection's prepared statements and plpgsql plans, then ANALYZE as autovacuum
+    // would in production: a plan kept from a nearly empty table may scan where an index serves.
+    for (const name of Object.keys(ops)) await measure(ops[name]!, 32, 500);
+    await pool.query(
+      `analyze ${q}.keys, ${q}.resources, ${q}.sink_fences, ${q}.events, ${floor}, ${target}, ${idem}`,
+    );
+    const autovacuum = (
+      await pool.query<{ on: string }>(`select pg_catalog.current_setting('autovacuum') as on`)
+    ).rows[0]!.on;
+    const method = await cpuMethod(pool, cpu);
+    const trips = {
+      execute: await roundTrips(() =>
+        runner.execute({ key: 'trips-e', resource: 'trips' }, async () => result),
+      ),
+      transactional: await roundTrips(() =>
+        runner.executeInTransaction<pg.PoolClient>(
+          { key: 'trips-t', resource: 'trips' },
+          async ({ tx }) => {
+            await tx.query({ ...insertTarget, values: ['trips-t'] });
+            return result;
+          },
+        ),
+      ),
+    };
+
+    for (const scenario of SCENARIOS) {
+      if (only && !scenario.name.includes(only)) continue;
+      for (const callers of CALLERS) {
+        const p = await pair(ops[scenario.ours]!, ops[scenario.peer]!, callers);
+        const goal = scenario.targets[callers];
+        const figure: Figure = {
+          bench: 'store',
+          name: scenario.name,
+          at: `${callers} caller${callers === 1 ? '' : 's'}`,
+          value: p.ratio,
+          ...(goal === undefined ? {} : { target: { atLeast: goal } }),
+          detail: `${p.ours.rate.toFixed(0)} / ${p.peer.rate.toFixed(0)} ops/s; Postgres ${cpuText(p.ours.postgres)} / ${cpuText(p.peer.postgres)}, Node ${cpuText(p.ours.node)} / ${cpuText(p.peer.node)} µs per op`,
+        };
+        figures.push(figure);
+        log(`store: ${figure.name} at ${figure.at}: ${figure.value.toFixed(2)} (${figure.detail})`);
+      }
+    }
+    if (!only || 'latency'.includes(only)) {
+      const { on, off } = await latencies();
+      const [onP50, offP50] = [percentile(on, 50), percentile(off, 50)];
+      const figure: Figure = {
+        bench: 'store',
+        name: 'execute p50 latency, batching on / off',
+        at: '1 caller',
+        value: onP50 / offP50,
+        target: { atMost: LATENCY_P50_TARGET },
+        detail: `p50 ${onP50.toFixed(2)} / ${offP50.toFixed(2)} ms, p99 ${percentile(on, 99).toFixed(2)} / ${percentile(off, 99).toFixed(2)} ms (${on.length} + ${off.length} calls)`,
+      };
+      figures.push(figure);
+      log(`store: ${figure.name}: ${figure.value.toFixed(2)} (${figure.detail})`);
+    }
+    notes.push(
+      `store: PgStore, schema ${schema}, median of ${ROUNDS} paired rounds of ${ROUND_MS} ms; load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')} at the end`,
+      `  ${method}; autovacuum ${autovacuum} (the tables were analyzed after the warm-up)`,
+      `  round trips: execute ${trips.execute}, transactional execute ${trips.transactional} (the work's one insert included)`,
+      '  detail: ours / peer; CPU per op, medians of the rounds',
+    );
+  } finally {
+    await pool.query(`drop schema if exists ${q} cascade`).catch(() => {});
+    await pool.end();
   }
-  console.log(
-    '\ncpu ratio (information): CPU per op of the peer over ours, this process plus the local',
-  );
-  console.log('database backends; steadier than throughput when the host is noisy.');
-  console.log(`targets ${allMet ? 'met' : 'NOT all met'}`);
+  return { figures, notes };
 }
 
-try {
-  await main();
-} finally {
-  await pool.query(`drop schema if exists "${schema}" cascade`).catch(() => {});
-  await pool.end();
+function cpuText(micros: number): string {
+  return Number.isNaN(micros) ? 'n/a' : micros.toFixed(0);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const started = performance.now();
+  const { figures, notes } = await storeBench((line) => progress(started, line));
+  console.log(`${notes.join('\n')}\n\n${summary(figures)}`);
 }
