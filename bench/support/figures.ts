@@ -71,10 +71,11 @@ export function summary(figures: readonly Figure[]): string {
   ].join('\n');
 }
 
-/** The median of a non-empty list. */
+/** The median of a non-empty list (of an even count, the mean of the middle two). */
 export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  const half = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[half]! : (sorted[half - 1]! + sorted[half]!) / 2;
 }
 
 /** The p-th percentile (nearest rank) of a non-empty list. */
