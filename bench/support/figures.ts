@@ -26,7 +26,7 @@ export interface BenchReport {
 }
 
 /** Whether the figure meets its target; undefined for a figure reported without one. */
-export function met(figure: Figure): boolean | undefined {
+function met(figure: Figure): boolean | undefined {
   const { target, value } = figure;
   if (!target) return undefined;
   return 'atLeast' in target ? value >= target.atLeast : value <= target.atMost;

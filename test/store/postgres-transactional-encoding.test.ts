@@ -21,7 +21,7 @@ afterEach(() => h.close());
 
 it('work that changes client_encoding: a non-ASCII key is recorded under its own name and replays', async () => {
   const runner = new Runner(h.store, { ttlMs: 10_000 });
-  const action = { key: 'clé-Ünïcode-😀-\'q\'-\\', resource: 'ressource-é', payload: bytes('p') };
+  const action = { key: "clé-Ünïcode-😀-'q'-\\", resource: 'ressource-é', payload: bytes('p') };
   let runs = 0;
   const work = async ({ tx }: TransactionContext<pg.PoolClient>) => {
     runs += 1;
