@@ -1026,8 +1026,8 @@ CREATE FUNCTION <schema>.tx_finish(p_key text, p_resource text, p_digest bytea, 
 declare
   v_locks bigint;
   v_left text[] := '{}';
-  v_now timestamptz;
   v_set text;
+  v_same boolean;
 begin
   o_session := tx_session_state(p_user, p_search_path);
   if p_pooled then
@@ -1055,31 +1055,14 @@ begin
   end if;
   v_set := tx_bounds(p_key, p_ttl, p_remaining);
 
-  if pg_catalog.txid_current() <> p_xid then
+  select r.o_same, r.o_at_ms into v_same, o_at_ms
+    from tx_record(p_key, p_resource, p_digest, p_fence, p_retry_safety, p_result, p_xid) r;
+  if not v_same then
     raise exception using
       errcode = 'SE162',
       message = pg_catalog.format('sideeffect: the work ended the transaction of transactional key %s', p_key);
   end if;
-  v_now := store_now();
-  insert into keys (key, resource, digest, state, fence, retry_safety, result, updated_at,
-                    granted_at, granted_state, granted_fence)
-  select p_key, p_resource, p_digest, 'done', p_fence, p_retry_safety, p_result, v_now,
-         v_now, 'done', p_fence
-    from resources r
-   where r.resource = p_resource and r.fence = p_fence and r.holder is null
-     and r.xmin::text = (p_xid % 4294967296)::text
-  on conflict (key) do nothing
-  returning epoch_ms(updated_at) into o_at_ms;
   if o_at_ms is null then
-    perform from resources r
-     where r.resource = p_resource and r.fence = p_fence and r.holder is null
-       and r.xmin::text = (p_xid % 4294967296)::text;
-    if not found then
-      raise exception using
-        errcode = 'SE132',
-        message = pg_catalog.format('sideeffect: fence %s of resource %s was not granted in this transaction',
-                                    p_fence, p_resource);
-    end if;
     raise exception using
       errcode = 'SE161',
       message = pg_catalog.format('sideeffect: transactional key %s was committed meanwhile', p_key);
