@@ -26,12 +26,7 @@ import { loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { Runner } from '../src/core/index.js';
-import {
-  migrate,
-  PgFencedSink,
-  PgStore,
-  type PgStoreOptions,
-} from '../src/store/postgres/index.js';
+import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
 import { BackendCpu, cpuMethod } from './support/backend-cpu.js';
 import { batchedUpserts } from './support/batched-upserts.js';
 import {
@@ -101,8 +96,7 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
   pool.on('error', () => {});
   const cpu = new BackendCpu(pool);
   const store = new PgStore({ pool, schema });
-  // Until the store's batching option exists, both stores are alike (and so are their latencies).
-  const unbatched = new PgStore({ pool, schema, batching: false } as PgStoreOptions);
+  const unbatched = new PgStore({ pool, schema, batching: false });
   const sink = new PgFencedSink({ pool, schema });
   const runner = new Runner(store, { ttlMs: 30_000 });
   const unbatchedRunner = new Runner(unbatched, { ttlMs: 30_000 });
