@@ -46,6 +46,7 @@ const postgres = [
 const soakPostgres = [
   'test/store/postgres-concurrency.test.ts',
   'test/store/postgres.test.ts',
+  'test/store/postgres-pgbouncer.test.ts',
   'test/faults/hot-resource.test.ts',
 ];
 const longOnly = ['test/faults/faults.test.ts'];
