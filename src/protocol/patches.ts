@@ -94,7 +94,7 @@ export type WorkflowPatch = keyof typeof workflowPatches;
  * of them executes. Only released minors that recorded their histories: each is tested by
  * replaying such runs with that release's workflow code.
  */
-export const compatibleVersions = ['0.1'] as const;
+export const compatibleVersions = ['0.1', '0.2'] as const;
 
 /** A previous minor version a worker can keep its runs replayable by (`compatibleWith`). */
 export type CompatibleWith = (typeof compatibleVersions)[number];

@@ -94,7 +94,7 @@ export interface SideEffectPluginOptions
    * Keeps what this worker's workflows do replayable by the given previous minor version: no
    * workflow patch that version does not know is taken, in ReconcileWorkflow and in the effect
    * calls of your workflows (the setting is built into the workflow bundle). Set it while you roll
-   * this version out (say `'0.1'` when upgrading from 0.1.x), so you can roll back; remove it once
+   * this version out (say `'0.2'` when upgrading from 0.2.x), so you can roll back; remove it once
    * no worker of the older version will run again. Runs that already took a patch keep it. An
    * unknown version is refused (INVALID_ACTION). See docs/versioning.md, "Rolling back".
    * @default none: every patch of this version is taken

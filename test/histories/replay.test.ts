@@ -2,8 +2,8 @@
  * Every released history replays against today's workflow code. A change that
  * alters the commands an old history expects fails here instead of failing
  * workflow tasks of runs that were waiting across a deploy. Each release is
- * replayed twice: on a plain bundle, and on one built with `compatibleWith:
- * '0.1'` (a worker rolling back keeps what a run already took, so it must
+ * replayed on a plain bundle and on one built with each `compatibleWith`
+ * value (a worker rolling back keeps what a run already took, so it must
  * replay every later release's runs too).
  */
 import { readdir, readFile } from 'node:fs/promises';
@@ -32,6 +32,7 @@ async function historiesOf(version: string): Promise<Array<{ file: string; histo
 beforeAll(async () => {
   bundles.plain = await bundleCallers();
   bundles["compatibleWith '0.1'"] = await bundleCallers('0.1');
+  bundles["compatibleWith '0.2'"] = await bundleCallers('0.2');
 }, 120_000);
 
 describe('released workflow histories', () => {
@@ -63,7 +64,7 @@ describe('released workflow histories', () => {
   });
 
   for (const manifest of manifests) {
-    for (const bundle of ['plain', "compatibleWith '0.1'"]) {
+    for (const bundle of ['plain', "compatibleWith '0.1'", "compatibleWith '0.2'"]) {
       it(`replays every ${manifest.version} history on the current code (${bundle} bundle)`, async () => {
         const histories = await historiesOf(manifest.version);
         const failures: string[] = [];

@@ -5,14 +5,12 @@
  * new commands fail a 0.1.0 replay), which is what the option is for. The current code, with the
  * option or without, keeps replaying both sets and the released 0.1.0 histories.
  */
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import {
   bundleWorkflowCode,
   DefaultLogger,
-  NativeConnection,
   Runtime,
   Worker,
   type WorkflowBundleWithSourceMap,
@@ -24,84 +22,29 @@ import { MemoryStore } from '../../src/store/memory.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
 import { bundleCallers, quiet } from '../histories/bundle.js';
-import { HISTORIES_DIR, releasedManifests } from '../histories/manifest.js';
 import { patchesIn } from '../histories/markers.js';
-import { effects, patchesReached, type Recorded, runScenarios } from '../histories/scenarios.js';
-import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
+import { effects, patchesReached, type Recorded } from '../histories/scenarios.js';
+import { TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
+import {
+  connectTemporal,
+  type Replayable,
+  recordOn,
+  releasedHistories,
+  replayFailures,
+  type Temporal,
+  workerOn,
+} from './harness.js';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const CALLERS = path.join(HISTORIES_DIR, 'workflows.ts');
 const PREVIOUS_CALLERS = path.join(here, '0.1.0', 'workflows.ts');
 
-let connection: Connection;
-let native: NativeConnection;
+let temporal: Temporal;
 let client: Client;
 /** The scenarios as this version ran them with `compatibleWith: '0.1'`, and without it. */
 let compatible: Recorded[];
 let unrestricted: Recorded[];
-
-/** A Worker with the plugin (reminders every second) running the frozen callers or `bundle`. */
-function workerOn(options: {
-  taskQueue: string;
-  compatibleWith?: '0.1' | undefined;
-  store?: MemoryStore;
-  workflowBundle?: WorkflowBundleWithSourceMap;
-  maxCachedWorkflows?: number;
-}): Promise<Worker> {
-  const { taskQueue, compatibleWith, store, workflowBundle, maxCachedWorkflows } = options;
-  return Worker.create({
-    connection: native,
-    namespace: TEMPORAL_NAMESPACE,
-    taskQueue,
-    ...(workflowBundle ? { workflowBundle } : { workflowsPath: CALLERS }),
-    ...(maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows }),
-    plugins: [
-      new SideEffectPlugin({
-        store: store ?? new MemoryStore(),
-        effects,
-        ttlMs: 5_000,
-        remindEveryMs: 1_000,
-        sweepEveryMs: 0,
-        client,
-        ...(compatibleWith ? { compatibleWith } : {}),
-      }),
-    ],
-  });
-}
-
-async function recordOn(tag: string, compatibleWith?: '0.1'): Promise<Recorded[]> {
-  const taskQueue = uniqueTaskQueue(`rollback-${tag}`);
-  const worker = await workerOn({ taskQueue, compatibleWith });
-  const running = worker.run();
-  try {
-    return await runScenarios(client, taskQueue, `rollback-${tag}`);
-  } finally {
-    worker.shutdown();
-    await running;
-  }
-}
-
-/** A history to replay, named for the failures it may give. */
-type Replayable = Omit<Recorded, 'description'>;
-
-/** Each history's replay failure on `workflowBundle`, by scenario name (none when it replays). */
-async function replayFailures(
-  workflowBundle: WorkflowBundleWithSourceMap,
-  histories: Replayable[],
-): Promise<Record<string, string>> {
-  const failures: Record<string, string> = {};
-  // In order, one at a time: two snapshots of one run share its workflow id.
-  let index = 0;
-  for await (const result of Worker.runReplayHistories({ workflowBundle }, histories)) {
-    const entry = histories[index++]!;
-    expect(result.workflowId).toBe(entry.workflowId);
-    if (result.error) failures[entry.name] = String(result.error);
-  }
-  expect(index).toBe(histories.length);
-  return failures;
-}
 
 async function waitUntil(check: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 60_000;
@@ -111,30 +54,17 @@ async function waitUntil(check: () => Promise<boolean>): Promise<void> {
   }
 }
 
-/** The released 0.1.0 histories, as replay input. */
-async function released(): Promise<Replayable[]> {
-  const manifest = (await releasedManifests()).find((entry) => entry.version === '0.1.0')!;
-  return Promise.all(
-    manifest.histories.map(async (entry) => ({
-      name: entry.file,
-      workflowId: entry.workflowId,
-      history: JSON.parse(await readFile(path.join(manifest.dir, entry.file), 'utf8')),
-    })),
-  );
-}
-
 beforeAll(async () => {
-  connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
-  native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
-  client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+  temporal = await connectTemporal();
+  client = temporal.client;
   // One after the other: each scenario waits on reminders and rechecks of one second.
-  compatible = await recordOn('compat', '0.1');
-  unrestricted = await recordOn('new');
+  compatible = await recordOn(temporal, 'compat', '0.1');
+  unrestricted = await recordOn(temporal, 'new');
 }, 240_000);
 
 afterAll(async () => {
-  await native?.close();
-  await connection?.close();
+  await temporal?.native.close();
+  await temporal?.connection.close();
 });
 
 describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
@@ -199,7 +129,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
     const held = await bundleCallers('0.1');
     expect(held.code).toContain('sideeffect-compatible-with:0.1');
     expect(plain.code).not.toContain('sideeffect-compatible-with:0.1');
-    const everything = [...compatible, ...unrestricted, ...(await released())];
+    const everything = [...compatible, ...unrestricted, ...(await releasedHistories('0.1.0'))];
     expect(await replayFailures(plain, everything)).toEqual({});
     // Set after runs took patches, it keeps them: those histories replay as they were made.
     expect(await replayFailures(held, everything)).toEqual({});
@@ -211,7 +141,7 @@ describe('compatibleWith set after runs took patches', () => {
     const store = new MemoryStore();
     const taskQueue = uniqueTaskQueue('rollback-mixed');
     // No sticky cache: the second worker takes over at once instead of after a timeout.
-    const before = await workerOn({ taskQueue, store, maxCachedWorkflows: 0 });
+    const before = await workerOn(temporal, { taskQueue, store, maxCachedWorkflows: 0 });
     const runningBefore = before.run();
     const caller = await client.workflow.start('guarded', {
       taskQueue,
@@ -228,7 +158,7 @@ describe('compatibleWith set after runs took patches', () => {
     before.shutdown();
     await runningBefore;
 
-    const after = await workerOn({
+    const after = await workerOn(temporal, {
       taskQueue,
       store,
       maxCachedWorkflows: 0,
@@ -278,7 +208,7 @@ describe("compatibleWith on a Worker that runs the library's own workflows", () 
     const activityTypes = async (compatibleWith?: '0.1') => {
       const taskQueue = uniqueTaskQueue('rollback-own');
       const worker = await Worker.create({
-        connection: native,
+        connection: temporal.native,
         namespace: TEMPORAL_NAMESPACE,
         taskQueue,
         plugins: [
@@ -328,7 +258,7 @@ describe('compatibleWith is checked', () => {
         ttlMs: 5_000,
         compatibleWith: version as '0.1',
       });
-    for (const version of ['0.2', '0.1.0', 0.1, '', 'latest']) {
+    for (const version of ['0.3', '0.1.0', 0.1, '', 'latest']) {
       const error = (() => {
         try {
           create(version);
@@ -347,7 +277,11 @@ describe('compatibleWith is checked', () => {
     const held = await bundleCallers('0.1');
     const plain = await bundleCallers();
     const create = (workflowBundle: WorkflowBundleWithSourceMap, compatibleWith?: '0.1') =>
-      workerOn({ taskQueue: uniqueTaskQueue('rollback-bundle'), workflowBundle, compatibleWith });
+      workerOn(temporal, {
+        taskQueue: uniqueTaskQueue('rollback-bundle'),
+        workflowBundle,
+        compatibleWith,
+      });
     await expect(create(plain, '0.1')).rejects.toThrow(
       /workflowBundle was built without compatibleWith but SideEffectPlugin's compatibleWith is '0\.1'/,
     );

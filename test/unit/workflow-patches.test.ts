@@ -55,6 +55,11 @@ describe('workflow patch registry', () => {
     expect(heldFor('0.2', 'verdictContext')).toBe(false);
     expect(heldFor('1.0', 'verdictContext')).toBe(false);
     expect(heldPatches('0.1')).toEqual(Object.keys(workflowPatches));
+    expect(heldPatches('0.2')).toEqual(
+      Object.entries(workflowPatches)
+        .filter(([, { since }]) => since !== '0.2')
+        .map(([name]) => name),
+    );
   });
 
   it('reads the setting back from a bundle, and nothing from one without it', () => {

@@ -1,0 +1,29 @@
+/**
+ * The names and labels of the library's metrics, in one workflow-safe place so
+ * the workflow, the activities and the sweeper emit the same series. They go
+ * through Temporal's own metric meter, so they reach whatever the worker's
+ * Runtime exports (e.g. its Prometheus endpoint) beside the SDK's metrics.
+ */
+
+/** Counter, labels `effect`, `outcome`: what each guarded call ended as. */
+export const OUTCOMES_METRIC = 'sideeffect_outcomes';
+/** Counter, label `effect`: uncertain keys a ReconcileWorkflow opened for (once per key episode). */
+export const RECONCILES_OPENED_METRIC = 'sideeffect_reconciles_opened';
+/** Counter, labels `decided_by`, `verdict`: reconciles closed, by who decided. */
+export const RECONCILES_RESOLVED_METRIC = 'sideeffect_reconciles_resolved';
+/** Histogram (seconds): from the reconcile's start to its verdict. */
+export const TIME_TO_RESOLUTION_METRIC = 'sideeffect_time_to_resolution_seconds';
+/** Gauge: uncertain keys in the store now (set by the sweeper). */
+export const UNCERTAIN_OPEN_METRIC = 'sideeffect_uncertain_open';
+/** Gauge (seconds): how long the oldest uncertain key has waited, 0 when none (set by the sweeper). */
+export const UNCERTAIN_OLDEST_AGE_METRIC = 'sideeffect_uncertain_oldest_age_seconds';
+
+/**
+ * How a guarded call ended, as the `outcome` label: the Runner's four
+ * outcomes plus `not_applied` (granted, then failed with nothing applied:
+ * prepare failed, or an apply declared safe failed).
+ */
+export type OutcomeLabel = 'applied' | 'replayed' | 'contended' | 'uncertain' | 'not_applied';
+
+/** Who decided a reconcile, as the `decided_by` label; `cli` is an Update sent by `sideeffect resolve`. */
+export type DecidedByLabel = 'probe' | 'signal' | 'update' | 'cli' | 'store';

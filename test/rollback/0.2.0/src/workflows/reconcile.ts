@@ -1,0 +1,449 @@
+import {
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  currentUpdateInfo,
+  log,
+  metricMeter,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  setWorkflowOptions,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { SideEffectFailureType } from '../protocol/failures.js';
+import { type DecidedByLabel, RECONCILES_OPENED_METRIC } from '../protocol/metrics.js';
+import { resolveInputError } from '../protocol/resolve-input.js';
+import { subscriptionError } from '../protocol/signal-input.js';
+import {
+  CLI_UPDATE_ID_PREFIX,
+  legacyActivityNames,
+  legacyProbeActivityName,
+  libraryActivityNames,
+  namespacedActivitiesPatch,
+  probeActivityName,
+  type ReconcileCarried,
+  type ReconcileInput,
+  type ReconcileResolution,
+  type ReconcileStatus,
+  type RejectedResolve,
+  type ResolveInput,
+  recheckSignal,
+  resolveSignal,
+  resolveUpdate,
+  type Subscription,
+  searchAttributeKeys,
+  statusQuery,
+  subscribeSignal,
+  type Verdict,
+} from '../protocol/wire.js';
+import { readStore } from './held-verdicts.js';
+import { holds, takePatch } from './patch.js';
+import {
+  carries,
+  notifySubscribers,
+  probe,
+  recordResolution,
+  upsertLateSearchAttributes,
+  waitingDetails,
+} from './reconcile-actions.js';
+import {
+  describe,
+  heldFenceError,
+  keptInput,
+  lateVerdict,
+  MAX_REJECTED,
+  type Offer,
+  RECHECK_SIGNAL_DESCRIPTION,
+  RESOLVE_SIGNAL_DESCRIPTION,
+  RESOLVE_UPDATE_DESCRIPTION,
+  refusal,
+  resolveError,
+  resolveInputSizeError,
+  SIGNAL_FENCE_PATCH,
+  SIZE_LIMIT_PATCH,
+  STATUS_QUERY_DESCRIPTION,
+  SUBSCRIBE_SIGNAL_DESCRIPTION,
+} from './reconcile-input.js';
+
+const HOUR = 60 * 60 * 1000;
+/**
+ * Bounds under the server's own `continueAsNewSuggested` (Temporal terminates a run at 51 200
+ * events or 50 MB). Kept low because a worker that lost the run from its cache (and a
+ * continue-as-new refused because a signal arrived meanwhile does that) replays the whole
+ * history in one workflow task: thousands of signals or a megabyte input would make every
+ * such task slow enough to time out, and the next attempt slower still.
+ */
+const CONTINUE_AS_NEW_AFTER_EVENTS = 500;
+const CONTINUE_AS_NEW_AFTER_BYTES = 1024 * 1024;
+/** Marks runs that may continue as new; histories recorded before it never do, so they replay unchanged. */
+export const CONTINUE_AS_NEW_PATCH = 'sideeffect-reconcile-continue-as-new';
+/**
+ * Marks runs that read their key from the store on every reminder and on a `recheck` signal, and
+ * end once it is decided there: a verdict recorded by any path (the CLI's store-only fallback, a
+ * direct `resolveUncertain`) no longer leaves them waiting forever. Histories recorded before it
+ * replay their reminders as plain log lines.
+ */
+export const RECHECK_STORE_PATCH = 'sideeffect-reconcile-recheck-store';
+/** A reminder reads the store at most this often, so a short `remindEveryMs` does not turn every reminder into an activity. */
+const MIN_STORE_RECHECK_MS = 60_000;
+/**
+ * Marks runs that tell the store activity, with each verdict, the effect (whose declared `result`
+ * check the worker runs before the store is touched) and the signal or Update that delivered it
+ * (whose sender's Temporal identity is recorded beside `by`). Activity arguments are no command,
+ * so every run now passes them, held by `compatibleWith` or not; the patch is still asked where
+ * runs that took it recorded its marker.
+ */
+export const VERDICT_CONTEXT_PATCH = 'sideeffect-verdict-context';
+
+type InspectKey = Parameters<typeof readStore>[0];
+type ResolveKey = (
+  key: string,
+  resolution: ResolveInput,
+  about?: { effect?: string; updateId?: string; signal?: number },
+) => Promise<Verdict & { decided: boolean }>;
+const storeActivities = proxyActivities<Record<string, InspectKey | ResolveKey>>({
+  startToCloseTimeout: '1 minute',
+});
+
+/** The store activities and the probe's type under the names this run started with (0.1.0 runs keep theirs). */
+function activityNames(namespaced: boolean) {
+  const names = namespaced ? libraryActivityNames : legacyActivityNames;
+  return {
+    inspectKey: storeActivities[names.inspectKey] as InspectKey,
+    resolveKey: storeActivities[names.resolveKey] as ResolveKey,
+    probe: namespaced ? probeActivityName : legacyProbeActivityName,
+  };
+}
+
+/**
+ * Under Worker Versioning, a reconcile follows the current deployment version instead of staying
+ * pinned to the one that started it: it may wait for months, and a pinned run would stop being
+ * processed once its version's workers are retired. Its code keeps replaying older runs (patches),
+ * so moving is safe. Declared only on a worker in a deployment (an unversioned worker reports a
+ * build id with no deployment name): the server refuses a versioning behavior from an
+ * unversioned worker, failing every task.
+ */
+setWorkflowOptions(
+  () =>
+    workflowInfo().currentDeploymentVersion?.deploymentName
+      ? { versioningBehavior: 'AUTO_UPGRADE' }
+      : {},
+  ReconcileWorkflow,
+);
+
+/**
+ * Decides one uncertain key, exactly once, in the open: workflow id
+ * `reconcile/<key>`. It asks the effect's probe first; if the probe cannot
+ * tell, it waits for a person's `resolve` signal (UI, CLI) or Update, records
+ * the verdict in the store (first resolution wins), tells every subscribed
+ * workflow, and returns the resolution. A malformed signal is kept in the
+ * `status` query and ignored, so a typo never decides a payment.
+ */
+export async function ReconcileWorkflow(input: ReconcileInput): Promise<ReconcileResolution> {
+  const { key, resource, reason, effect, carried } = input;
+  const remindEveryMs = input.remindEveryMs ?? HOUR;
+  const indexed = input.searchAttributes !== false;
+  const eventBound = input.continueAsNewAfterEvents ?? CONTINUE_AS_NEW_AFTER_EVENTS;
+  const store = activityNames(takePatch(namespacedActivitiesPatch));
+  const waitingSince = carried?.waitingSince ?? new Date().toISOString();
+  const subscribers = new Set<string>(carried?.subscribers);
+  // Named in each subscriber's `reconciled` signal, so a caller can tell it from a forged one.
+  const subscriberRuns = new Map(Object.entries(carried?.subscriberRuns ?? {}));
+  const rejected: RejectedResolve[] = [...(carried?.rejected ?? [])];
+  const runs = carried?.runs ?? 0;
+  let state: ReconcileStatus['state'] = 'checking';
+  let probeFor =
+    carried?.probe ?? (input.probe && effect ? { effect, input: input.input } : undefined);
+  let probed = carried?.probe?.done ?? false;
+  // Whose result check judges a verdict: from the input, else the first subscriber that names it.
+  let knownEffect = effect ?? carried?.effect;
+  let offer: Offer | undefined;
+  let resolution: ReconcileResolution | undefined;
+  let decidedBy: DecidedByLabel = 'store';
+  // The first wait of a continued run keeps the reminder the previous run had scheduled.
+  let remindAt = carried?.remindAt;
+
+  let recheckAsked = false;
+  let storeReadAt: number | undefined;
+  // `resolve` signals this run has received: the n-th is the n-th such event of its history.
+  let resolveSignals = 0;
+
+  const keep = (rejectedResolve: RejectedResolve): void => {
+    rejected.push(rejectedResolve);
+    if (rejected.length > MAX_REJECTED) rejected.shift();
+  };
+  const refuse = (raw: unknown, error: string, signal?: string): void => {
+    rejected.push({
+      at: new Date().toISOString(),
+      ...keptInput(raw),
+      error,
+      ...(signal ? { signal } : {}),
+    });
+    if (rejected.length > MAX_REJECTED) rejected.shift();
+    log.warn(`${signal ?? 'resolve'} refused; still waiting`, { key, error });
+  };
+
+  setHandler(
+    subscribeSignal,
+    (raw: unknown) => {
+      const error = subscriptionError(raw);
+      if (error) {
+        refuse(raw, error, 'subscribe');
+        return;
+      }
+      const subscription = raw as Subscription;
+      subscribers.add(subscription.workflowId);
+      if (subscription.runId) subscriberRuns.set(subscription.workflowId, subscription.runId);
+      knownEffect ??= subscription.effect;
+      // A reconcile started by the sweeper does not know the effect; its first subscriber does.
+      if (!probeFor && subscription.probe && subscription.effect)
+        probeFor = { effect: subscription.effect, input: subscription.input };
+    },
+    { description: SUBSCRIBE_SIGNAL_DESCRIPTION },
+  );
+  setHandler(
+    recheckSignal,
+    () => {
+      recheckAsked = true;
+    },
+    { description: RECHECK_SIGNAL_DESCRIPTION },
+  );
+  setHandler(
+    resolveSignal,
+    (raw: unknown) => {
+      resolveSignals += 1;
+      // A well-formed but oversized verdict went to the store before the size limit (and was
+      // refused there): histories of that keep replaying the old way.
+      const oversized = resolveInputSizeError(raw);
+      const error =
+        resolveInputError(raw) ??
+        (oversized && takePatch(SIZE_LIMIT_PATCH) ? oversized : undefined) ??
+        heldFenceError(raw, input.fence);
+      if (error) refuse(raw, error);
+      else if (offer)
+        refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
+      else
+        offer = {
+          resolution: raw as ResolveInput,
+          via: 'signal',
+          channel: 'signal',
+          delivery: { signal: resolveSignals },
+        };
+    },
+    { description: RESOLVE_SIGNAL_DESCRIPTION },
+  );
+  setHandler(
+    resolveUpdate,
+    async (resolutionInput) => {
+      const updateId = currentUpdateInfo()?.id;
+      const cli = updateId?.startsWith(CLI_UPDATE_ID_PREFIX) === true;
+      const mine: Offer = {
+        resolution: resolutionInput,
+        via: 'update',
+        channel: cli ? 'cli' : 'update',
+        ...(updateId === undefined ? {} : { delivery: { updateId } }),
+      };
+      // Behind a verdict still on its way to the store: if that one is refused, this one is next
+      // (taking no turn would leave this Update waiting for a resolution that never comes).
+      if (offer !== undefined)
+        await condition(() => offer === undefined || resolution !== undefined);
+      if (resolution) return resolution;
+      offer = mine;
+      await condition(() => resolution !== undefined || mine.refused !== undefined);
+      if (resolution) return resolution;
+      throw ApplicationFailure.create({
+        type: mine.refused!.type ?? SideEffectFailureType.InvalidAction,
+        message: mine.refused!.message,
+        details: mine.refused!.details ? [...mine.refused!.details] : undefined,
+        nonRetryable: true,
+      });
+    },
+    {
+      description: RESOLVE_UPDATE_DESCRIPTION,
+      validator: (resolutionInput) => {
+        const error = resolveError(resolutionInput);
+        if (error) throw new TypeError(error);
+      },
+    },
+  );
+  setHandler(
+    statusQuery,
+    () => {
+      const status: ReconcileStatus = {
+        key,
+        resource,
+        reason,
+        state,
+        waitingSince,
+        rejected: [...rejected],
+        subscribers: [...subscribers],
+        runs,
+      };
+      if (effect) status.effect = effect;
+      if (input.fence !== undefined) status.fence = input.fence;
+      if (resolution) status.resolution = resolution;
+      return status;
+    },
+    { description: STATUS_QUERY_DESCRIPTION },
+  );
+
+  // A continued run inherits memo and search attributes from the run before.
+  if (!carried) upsertMemo({ key, resource, reason, ...(effect ? { effect } : {}) });
+  if (indexed && !carried) {
+    upsertSearchAttributes([
+      { key: searchAttributeKeys.key, value: key },
+      { key: searchAttributeKeys.resource, value: resource },
+      { key: searchAttributeKeys.state, value: 'waiting' },
+    ]);
+  }
+  // A run that refuses a fenced signal offers a template without one.
+  setCurrentDetails(
+    waitingDetails(key, resource, reason, holds(SIGNAL_FENCE_PATCH) ? undefined : input.fence),
+  );
+  // Once per key episode, not again after a continue-as-new.
+  if (workflowInfo().continuedFromExecutionRunId === undefined)
+    metricMeter
+      .createCounter(
+        RECONCILES_OPENED_METRIC,
+        'reconciles',
+        'uncertain keys a reconcile opened for',
+      )
+      .add(1, { effect: effect ?? 'unknown' });
+
+  // A continued run of a memo-only reconcile: the attributes may have been registered meanwhile.
+  if (carried) await upsertLateSearchAttributes(key, resource);
+  const settled = await readStore(store.inspectKey, key, knownEffect, keep);
+  if (settled) {
+    resolution = { key, ...settled, reason: 'already decided in the store', decidedBy: 'store' };
+  }
+  while (!resolution) {
+    if (!offer && probeFor && !probed) {
+      probed = true;
+      state = 'probing';
+      const answer = await probe(store.probe(probeFor.effect), key, resource, probeFor.input);
+      if (answer) {
+        offer ??= {
+          resolution: {
+            ...answer,
+            reason: `probe:${probeFor.effect} found it ${answer.applied ? 'applied' : 'not applied'}`,
+            by: `probe:${probeFor.effect}`,
+          },
+          via: 'probe',
+          channel: 'probe',
+        };
+      }
+      continue;
+    }
+    if (offer) {
+      state = 'resolving';
+      const current = offer;
+      // A verdict judges this run's episode unless it names one itself.
+      const judged =
+        current.resolution.fence === undefined && input.fence !== undefined
+          ? { ...current.resolution, fence: input.fence }
+          : current.resolution;
+      try {
+        // Asked where runs that took it recorded its marker, so their histories replay; the
+        // context goes to the activity in every run, since activity arguments are no command:
+        // a run held to 0.1's commands has the result checked and the sender recorded too.
+        takePatch(VERDICT_CONTEXT_PATCH);
+        const { decided, ...verdict } = await store.resolveKey(key, judged, {
+          ...(knownEffect === undefined ? {} : { effect: knownEffect }),
+          ...current.delivery,
+        });
+        resolution = decided
+          ? { key, ...verdict, ...describe(current) }
+          : { key, ...verdict, reason: 'already decided in the store', decidedBy: 'store' };
+        if (decided) decidedBy = current.channel;
+      } catch (error) {
+        const refused = refusal(error);
+        if (refused === undefined) throw error;
+        current.refused = refused;
+        refuse(current.resolution, refused.message);
+        offer = undefined;
+      }
+      continue;
+    }
+    state = 'waiting';
+    // Whether this run should hand over to a fresh one; asked only once the history is long, so
+    // histories recorded before the patch (all short) replay without ever reaching it.
+    const handOver = () => historyTooLong(eventBound) && takePatch(CONTINUE_AS_NEW_PATCH);
+    const pending = () => offer !== undefined || (probeFor !== undefined && !probed);
+    const dueIn = remindAt === undefined ? remindEveryMs : Math.max(remindAt - Date.now(), 1);
+    remindAt = Date.now() + dueIn;
+    // A `recheck` signal wakes the wait only in runs that read the store on it: a run held to
+    // 0.1's commands (which knew no such signal) must not cancel its reminder's timer for one.
+    const rechecking = () => recheckAsked && takePatch(RECHECK_STORE_PATCH);
+    const woken = await condition(() => pending() || rechecking() || handOver(), dueIn);
+    if (!woken || (recheckAsked && !pending())) {
+      const reminder = !woken;
+      const asked = recheckAsked;
+      recheckAsked = false;
+      const due = storeReadAt === undefined || Date.now() - storeReadAt >= MIN_STORE_RECHECK_MS;
+      if ((asked || due) && takePatch(RECHECK_STORE_PATCH)) {
+        storeReadAt = Date.now();
+        const decided = await readStore(store.inspectKey, key, knownEffect, keep);
+        if (decided) {
+          resolution = { key, ...decided, reason: 'decided in the store', decidedBy: 'store' };
+          continue;
+        }
+      }
+      if (asked || due) await upsertLateSearchAttributes(key, resource);
+      if (reminder) {
+        log.warn('side effect outcome still uncertain: waiting for a resolve signal', {
+          key,
+          resource,
+          reason,
+          waitingSince,
+          workflowId: workflowInfo().workflowId,
+        });
+        remindAt = undefined;
+      }
+      continue;
+    }
+    if (pending() || !handOver()) {
+      remindAt = undefined;
+      continue;
+    }
+    // Signals and Updates still running would be lost with this run: let them finish first.
+    await condition(allHandlersFinished);
+    if (pending() || recheckAsked) continue;
+    const next: ReconcileCarried = {
+      waitingSince,
+      subscribers: [...subscribers],
+      rejected,
+      remindAt,
+      runs: runs + 1,
+      ...(probeFor ? { probe: { ...probeFor, done: probed } } : {}),
+      ...(knownEffect === undefined ? {} : { effect: knownEffect }),
+      ...(subscriberRuns.size === 0 ? {} : { subscriberRuns: Object.fromEntries(subscriberRuns) }),
+    };
+    await continueAsNew<typeof ReconcileWorkflow>({ ...input, carried: next });
+  }
+
+  state = 'resolved';
+  // A run indexed late keeps its state current too.
+  if (indexed || carries(searchAttributeKeys.state))
+    upsertSearchAttributes([{ key: searchAttributeKeys.state, value: 'resolved' }]);
+  setCurrentDetails(
+    `Resolved: ${resolution.applied ? 'applied' : 'not applied'} (${resolution.reason}).`,
+  );
+  recordResolution(decidedBy, resolution.applied, waitingSince);
+  await notifySubscribers(key, resolution, subscribers, subscriberRuns);
+  await condition(allHandlersFinished);
+  return resolution;
+}
+
+/** The server suggests continuing (history count or size), or this run passed its own bounds. */
+function historyTooLong(eventBound: number): boolean {
+  const info = workflowInfo();
+  return (
+    info.continueAsNewSuggested ||
+    info.historyLength > eventBound ||
+    info.historySize > CONTINUE_AS_NEW_AFTER_BYTES
+  );
+}
