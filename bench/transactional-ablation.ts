@@ -16,7 +16,7 @@
  *   tx_finish, both parsed and planned per call), without the session reset.
  * - shipped: PgStore's exact open and finish texts (the reset, the fingerprint, the bounds).
  * - the PgStore path, through Runner.executeInTransaction on a one-connection pool.
- * - tx_grant_fresh (language sql, re-planned per call) beside the same body in plpgsql.
+ * - tx_grant_fresh() as migration 0020 made it (plpgsql) beside its earlier language sql body.
  *
  * Run: npx tsx bench/transactional-ablation.ts   (DATABASE_URL as the store bench)
  */
@@ -59,11 +59,11 @@ await client.query(
   `create table ${q}.idem (key text primary key, state text not null, result bytea)`,
 );
 await client.query(`insert into ${q}.resources (resource) values ('r')`);
-await client.query(`create function ${q}.tx_grant_fresh_plpgsql(p_key text, p_resource text,
-    out o_fence bigint, out o_seen bigint) returns setof record language plpgsql
+// Migration 0020 made tx_grant_fresh() plpgsql; its body as the language sql function it was.
+await client.query(`create function ${q}.tx_grant_fresh_sql(p_key text, p_resource text,
+    out o_fence bigint, out o_seen bigint) returns setof record language sql
   set search_path = ${q}, pg_temp as $$
-begin
-  return query with granted as (
+  with granted as (
     update resources set fence = fence + 1
      where resource = p_resource and holder is null and not exists (select from keys where key = p_key)
     returning fence, (select fence from resources where resource = p_resource) as seen
@@ -71,8 +71,8 @@ begin
     insert into sink_fences as sink (resource, fence) select p_resource, fence from granted
     on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
   )
-  select fence, seen from granted;
-end $$`);
+  select fence, seen from granted
+$$`);
 const baseline = JSON.parse(
   (
     await client.query(
@@ -207,16 +207,16 @@ const variants: Record<string, Variant> = {
     await client.query('begin');
     await client.query({
       name: 'fresh-sql',
-      text: `select * from ${q}.tx_grant_fresh($1, 'r')`,
+      text: `select * from ${q}.tx_grant_fresh_sql($1, 'r')`,
       values: [key],
     });
     await client.query('rollback');
   },
-  'tx_grant_fresh (plpgsql)': async (key) => {
+  'tx_grant_fresh (plpgsql, 0020)': async (key) => {
     await client.query('begin');
     await client.query({
       name: 'fresh-plpgsql',
-      text: `select * from ${q}.tx_grant_fresh_plpgsql($1, 'r')`,
+      text: `select * from ${q}.tx_grant_fresh($1, 'r')`,
       values: [key],
     });
     await client.query('rollback');
