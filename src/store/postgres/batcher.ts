@@ -55,14 +55,14 @@ interface Waiting<I, O> {
 /**
  * Groups one process's concurrent calls of one kind into one statement, graphile-worker style:
  * a call that finds no statement of its kind in flight is sent at the end of the event-loop turn
- * it was made in (a lone caller's sooner, see {@link BatchTraffic}), with the calls of that turn
- * (alone, by the one-key statement, when there are none: a lone caller waits for nothing and
- * pays nothing); calls that arrive while one is in flight wait for it, and are sent together, up
- * to the limits, when it returns. No timer: under load a statement carries whatever arrived
- * during one round trip, idle it carries one call. Without it, one caller of one statement per
- * round trip paid the database's per-statement and per-commit cost for every key. A shared
- * statement that fails (the connection lost) fails each of its calls with that error, as their
- * own statements would have; a key it answers AGAIN is asked alone, outside the queue.
+ * it was made in, with the calls of that turn (alone, by the one-key statement, when there are
+ * none: a lone caller waits for nothing and pays nothing); calls that arrive while one is in
+ * flight wait for it, and are sent together, up to the limits, when it returns. No timer: under
+ * load a statement carries whatever arrived during one round trip, idle it carries one call.
+ * Without it, one caller of one statement per round trip paid the database's per-statement and
+ * per-commit cost for every key. A shared statement that fails (the connection lost) fails each
+ * of its calls with that error, as their own statements would have; a key it answers AGAIN is
+ * asked alone, outside the queue.
  */
 export class Batcher<I, O> {
   readonly #kind: BatchKind<I, O>;
