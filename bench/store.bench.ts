@@ -51,12 +51,16 @@ const LATENCY_P50_TARGET = 1.1;
 
 type Op = (caller: number, n: number) => Promise<void>;
 
-/** One pair of operations compared at each caller count, with the target at each (if any). */
+/**
+ * One pair of operations compared at each caller count, with the target at each (if any), and
+ * the most Postgres CPU per op ours may cost over the peer's (a figure of its own, if set).
+ */
 interface Scenario {
   name: string;
   ours: string;
   peer: string;
   targets: Partial<Record<Callers, number>>;
+  postgresCpuAtMost?: number;
 }
 
 const SCENARIOS: Scenario[] = [
@@ -66,19 +70,25 @@ const SCENARIOS: Scenario[] = [
     peer: '2 upserts',
     targets: { 1: 0.65, 8: 1.0, 32: 1.2 },
   },
-  { name: 'execute / 2 batched upserts', ours: 'execute', peer: '2 batched upserts', targets: {} },
+  {
+    name: 'execute / 2 batched upserts',
+    ours: 'execute',
+    peer: '2 batched upserts',
+    targets: { 32: 0.8 },
+  },
   { name: 'replay / select', ours: 'replay', peer: 'select', targets: { 32: 1.0 } },
   {
     name: 'transactional / hand-written',
     ours: 'transactional',
     peer: 'hand-written transaction',
-    targets: { 1: 0.85, 8: 0.85, 32: 0.85 },
+    targets: { 1: 0.7, 8: 0.7, 32: 0.7 },
+    postgresCpuAtMost: 1.5,
   },
   {
     name: 'transactional / execute + writeFenced',
     ours: 'transactional',
     peer: 'execute + writeFenced',
-    targets: {},
+    targets: { 1: 1.0, 8: 1.0, 32: 1.0 },
   },
 ];
 
@@ -346,6 +356,18 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
         };
         figures.push(figure);
         log(`store: ${figure.name} at ${figure.at}: ${figure.value.toFixed(2)} (${figure.detail})`);
+        if (scenario.postgresCpuAtMost !== undefined) {
+          const cpuFigure: Figure = {
+            bench: 'store',
+            name: `${scenario.name}, Postgres CPU per op`,
+            at: figure.at,
+            value: p.ours.postgres / p.peer.postgres,
+            target: { atMost: scenario.postgresCpuAtMost },
+            detail: `${cpuText(p.ours.postgres)} / ${cpuText(p.peer.postgres)} µs per op`,
+          };
+          figures.push(cpuFigure);
+          log(`store: ${cpuFigure.name} at ${cpuFigure.at}: ${cpuFigure.value.toFixed(2)}`);
+        }
       }
     }
     if (!only || 'latency'.includes(only)) {

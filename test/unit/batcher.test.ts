@@ -4,7 +4,7 @@
  * statement is in flight share one, within the limits, and each gets its own answer or error.
  */
 import { describe, expect, it } from 'vitest';
-import { AGAIN, Batcher, type BatchKind } from '../../src/store/postgres/batcher.js';
+import { AGAIN, Batcher, type BatchKind, BatchTraffic } from '../../src/store/postgres/batcher.js';
 
 interface Call {
   key: string;
@@ -79,6 +79,38 @@ describe('Batcher', () => {
     await k.returnAll();
     expect(await Promise.all(answers)).toEqual(['ok a', 'ok b', 'ok c']);
     expect(k.sent).toEqual([{ path: 'many', keys: ['a', 'b', 'c'] }]);
+  });
+
+  it('sends a lone call before the end of its turn, with the calls its code made; with another call of the store in flight, at the end of the turn', async () => {
+    const k = recordingKind();
+    const other = recordingKind();
+    const traffic = new BatchTraffic();
+    const batcher = new Batcher(k.kind, limits, traffic);
+    const otherBatcher = new Batcher(other.kind, limits, traffic);
+    // The promise jobs of the code that made the lone call join it; the turn's I/O phase is not awaited.
+    const lone = [
+      batcher.run({ key: 'a' }),
+      Promise.resolve().then(() => batcher.run({ key: 'b' })),
+    ];
+    await new Promise<void>((resolve) => process.nextTick(resolve));
+    await Promise.resolve();
+    expect(k.sent).toEqual([{ path: 'many', keys: ['a', 'b'] }]);
+    await k.returnAll();
+    expect(await Promise.all(lone)).toEqual(['ok a', 'ok b']);
+    expect(traffic.calls).toBe(0);
+    // Another kind's call is in flight: its return may resume callers of this kind, so this one
+    // waits for the end of the turn.
+    const held = otherBatcher.run({ key: 'x' });
+    await turn();
+    const later = batcher.run({ key: 'c' });
+    await new Promise<void>((resolve) => process.nextTick(resolve));
+    expect(k.sent).toHaveLength(1);
+    await turn();
+    expect(k.sent.at(-1)).toEqual({ path: 'one', keys: ['c'] });
+    await other.returnAll();
+    await k.returnAll();
+    expect([await held, await later]).toEqual(['alone x', 'alone c']);
+    expect(traffic.calls).toBe(0);
   });
 
   it('holds the calls that arrive while a statement is in flight, and sends them together when it returns', async () => {

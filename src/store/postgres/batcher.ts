@@ -35,6 +35,17 @@ export interface BatchLimits {
   everyCall?: boolean;
 }
 
+/**
+ * The calls of one store's batchers not yet answered, across their kinds. A call made while none
+ * is (a lone caller's) cannot be joined by callers that a returning statement resumes, so it does
+ * not wait for the end of its event-loop turn (setImmediate, after the turn's I/O): it goes once
+ * the code that made it has run (process.nextTick, after the promise jobs of that code), with
+ * whatever calls that code made too.
+ */
+export class BatchTraffic {
+  calls = 0;
+}
+
 interface Waiting<I, O> {
   item: I;
   resolve(answer: O): void;
@@ -56,19 +67,34 @@ interface Waiting<I, O> {
 export class Batcher<I, O> {
   readonly #kind: BatchKind<I, O>;
   readonly #limits: BatchLimits;
+  readonly #traffic: BatchTraffic;
   #inFlight = false;
   #scheduled = false;
   #waiting: Waiting<I, O>[] = [];
 
-  constructor(kind: BatchKind<I, O>, limits: BatchLimits) {
+  constructor(kind: BatchKind<I, O>, limits: BatchLimits, traffic = new BatchTraffic()) {
     this.#kind = kind;
     this.#limits = limits;
+    this.#traffic = traffic;
   }
 
   run(item: I): Promise<O> {
+    const traffic = this.#traffic;
+    const lone = traffic.calls === 0;
+    traffic.calls += 1;
     return new Promise<O>((resolve, reject) => {
-      this.#waiting.push({ item, resolve, reject });
-      this.#schedule();
+      this.#waiting.push({
+        item,
+        resolve: (answer) => {
+          traffic.calls -= 1;
+          resolve(answer);
+        },
+        reject: (error) => {
+          traffic.calls -= 1;
+          reject(error);
+        },
+      });
+      this.#schedule(lone);
     });
   }
 
@@ -76,11 +102,13 @@ export class Batcher<I, O> {
    * Sends what waits once the calls of this event-loop turn have arrived: the callers a returning
    * statement resumes all call within the turn, and go together instead of the first alone and
    * the rest one round trip later. Not a timer: the turn ends as soon as its callbacks have run.
+   * A lone call (see {@link BatchTraffic}) waits only for the code that made it.
    */
-  #schedule(): void {
+  #schedule(lone = false): void {
     if (this.#inFlight || this.#scheduled || this.#waiting.length === 0) return;
     this.#scheduled = true;
-    setImmediate(this.#send);
+    if (lone) process.nextTick(this.#send);
+    else setImmediate(this.#send);
   }
 
   readonly #send = (): void => {

@@ -6,7 +6,14 @@ import {
   UnexpectedStoreAnswerError,
 } from '../../core/errors.js';
 import type { RetrySafety } from '../../core/types.js';
-import { AGAIN, Batcher, type BatchKind, type BatchLimits, batchEveryCall } from './batcher.js';
+import {
+  AGAIN,
+  Batcher,
+  type BatchKind,
+  type BatchLimits,
+  BatchTraffic,
+  batchEveryCall,
+} from './batcher.js';
 import {
   type AcquireRow,
   FIRST_LOOK,
@@ -159,9 +166,10 @@ export class KeyBatches {
     this.#lockWaitMs = options.lockWaitMs;
     this.#lockTimeout = `${options.lockWaitMs}ms`;
     const sql = statements(options.schema, BATCH_SQL, { named: options.named });
+    const traffic = new BatchTraffic();
     const shared = <I, O>(kind: BatchKind<I, O>): ((item: I) => Promise<O>) => {
       if (!limits) return (item) => kind.one(item);
-      const batcher = new Batcher(kind, limits);
+      const batcher = new Batcher(kind, limits, traffic);
       return (item) => batcher.run(item);
     };
     this.acquire = shared<AcquireCall, AcquireRow>({

@@ -19,6 +19,7 @@
 --   0014_verdict_db_user.sql
 --   0015_batched_statements.sql
 --   0016_transactional_round_trips.sql
+--   0020_planned_functions.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
@@ -263,9 +264,11 @@ $$;
 
 -- FUNCTION claim_reconciles(integer, double precision)
 CREATE FUNCTION <schema>.claim_reconciles(p_limit integer, p_restart_after_ms double precision) RETURNS SETOF text
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO '<schema>', 'pg_temp'
     AS $$
+begin
+  return query
   with candidates as (
     select k.key, k.fence from keys k
     left join reconcile_starts r on r.key = k.key
@@ -277,13 +280,14 @@ CREATE FUNCTION <schema>.claim_reconciles(p_limit integer, p_restart_after_ms do
     for update of k skip locked
   ), claimed as (
     insert into reconcile_starts as r (key, fence, started_at)
-    select key, fence, store_now() from candidates
+    select c.key, c.fence, store_now() from candidates c
     on conflict (key) do update set fence = excluded.fence, started_at = excluded.started_at
       where r.fence <> excluded.fence
          or r.started_at <= excluded.started_at - p_restart_after_ms * interval '1 millisecond'
-    returning key
+    returning r.key
   )
-  select key from claimed
+  select claimed.key from claimed;
+end
 $$;
 
 -- FUNCTION complete(text, text, bigint, bytea)
@@ -1072,18 +1076,21 @@ $$;
 
 -- FUNCTION tx_grant_fresh(text, text)
 CREATE FUNCTION <schema>.tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint) RETURNS SETOF record
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO '<schema>', 'pg_temp'
     AS $$
+begin
+  return query
   with granted as (
     update resources set fence = fence + 1
      where resource = p_resource and holder is null and not exists (select from keys where key = p_key)
-    returning fence, (select fence from resources where resource = p_resource) as seen
+    returning fence, (select r.fence from resources r where r.resource = p_resource) as seen
   ), raised as (
-    insert into sink_fences as sink (resource, fence) select p_resource, fence from granted
+    insert into sink_fences as sink (resource, fence) select p_resource, g.fence from granted g
     on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
   )
-  select fence, seen from granted
+  select g.fence, g.seen from granted g;
+end
 $$;
 
 -- FUNCTION tx_open(text, text, bytea, text, text, text, text, boolean)

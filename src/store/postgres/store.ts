@@ -134,7 +134,8 @@ export interface PgStoreOptions extends PoolOptions {
    * where one statement per key left a busy worker at about half the throughput of a
    * hand-written idempotency table. There is no timer: a call that finds none of its kind in
    * flight is sent at the end of its event-loop turn, alone by its one-key statement unless that
-   * turn made others. Each key is answered exactly as alone (docs/performance.md). `maxKeys`
+   * turn made others; a call made while none of the store's calls is in flight (a lone caller)
+   * is sent as soon as the code that made it has run, without waiting for the turn's I/O. Each key is answered exactly as alone (docs/performance.md). `maxKeys`
    * (1 to 64) bounds the keys of one statement. `false` sends one statement per call.
    * @default true (maxKeys 32)
    */
