@@ -86,6 +86,8 @@ class SlowestFirst extends BaseSequencer {
 
 const temporalSetup = ['test/support/global-setup.ts'];
 const postgresSetup = ['test/support/global-setup-postgres.ts'];
+/** Per file: drops the migrated schemas the file's tests shared (test/support/migrated-schemas.ts). */
+const postgresFileSetup = ['test/support/setup-postgres-file.ts'];
 const longTier = process.env.SIDEEFFECT_TEST_TIER === 'long';
 
 export default defineConfig({
@@ -103,7 +105,12 @@ export default defineConfig({
       ? [
           {
             extends: true,
-            test: { name: 'long-postgres', include: soakPostgres, globalSetup: postgresSetup },
+            test: {
+              name: 'long-postgres',
+              include: soakPostgres,
+              globalSetup: postgresSetup,
+              setupFiles: postgresFileSetup,
+            },
           },
           {
             extends: true,
@@ -124,6 +131,7 @@ export default defineConfig({
               include: postgres,
               exclude: unit,
               globalSetup: postgresSetup,
+              setupFiles: postgresFileSetup,
             },
           },
           {
