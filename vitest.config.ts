@@ -45,9 +45,13 @@ const postgres = [
  */
 const soakPostgres = [
   'test/store/postgres-concurrency.test.ts',
-  'test/store/postgres.test.ts',
-  'test/store/postgres-pgbouncer.test.ts',
   'test/faults/hot-resource.test.ts',
+  // The conformance matrix: each file runs its other cell in the long tier
+  // (test/store/pg-support/conformance-matrix.ts).
+  'test/store/postgres.test.ts',
+  'test/store/postgres-roles-conformance.test.ts',
+  'test/store/postgres-serializable.test.ts',
+  'test/store/postgres-pgbouncer.test.ts',
 ];
 const longOnly = ['test/faults/faults.test.ts'];
 const soakTemporal = ['test/faults/mixed.test.ts', 'test/e2e/sdk-matrix.test.ts', ...longOnly];

@@ -2,8 +2,9 @@
  * Database roles (issue 24, docs/database-roles.md): the page's SQL, run as written (with names of
  * this run), gives an owner that migrates without CREATE on the database, a runtime role that
  * runs the store and a no-op migrate() but no DDL, an operator whose CLI lists, shows, resolves
- * and reads stats but writes no table, and a read-only role that reads and cannot resolve. And the
- * store conformance suite, whole, as a runtime role with exactly the printed grants.
+ * and reads stats but writes no table, and a read-only role that reads and cannot resolve. The
+ * store conformance suite as a runtime role with exactly the printed grants is
+ * postgres-roles-conformance.test.ts (a cell of the conformance matrix).
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -21,23 +22,12 @@ import {
   storeStats,
 } from '../../src/store/postgres/index.js';
 import { migrateFiles } from '../../src/store/postgres/migrate.js';
-import { describeStoreConformance } from '../conformance/store-conformance.js';
 import { bytes } from '../support/bytes.js';
 import { runCli } from '../support/cli.js';
 import { databaseUrl, freshSchema } from '../support/postgres.js';
 import { grantedRole } from '../support/roles.js';
 import { REPO_ROOT } from '../support/temporal.js';
 import { SQL_0_1_0 } from './fixtures/release-0.1.0.js';
-import { pgHarness } from './pg-support/harness.js';
-
-// Every call through the batch statements, whose functions the runtime role must be able to run,
-// and one statement per call.
-for (const batching of ['every call', 'off'] as const) {
-  describeStoreConformance(
-    `PgStore as a runtime role with exactly its grants, batching ${batching}`,
-    () => pgHarness('pg_runtime_role', { role: 'runtime', batching }),
-  );
-}
 
 const tag = randomBytes(4).toString('hex');
 const WEEK = 7 * 24 * 60 * 60 * 1000;
