@@ -4,8 +4,8 @@
  * catalogs); emptying one takes a few milliseconds. So a test that asks for a migrated schema
  * gets one its file's earlier test gave back, emptied, or a new one if none is idle; the file's
  * end drops them (test/support/setup-postgres-file.ts; test/store/postgres-harness-reuse.test.ts
- * checks the hand-over). `migrate()` itself is tested on schemas
- * of their own (postgres-migrate*.test.ts), never through this.
+ * checks the hand-over). `migrate()` itself is tested on schemas of their own
+ * (postgres-migrate*.test.ts), never through this.
  *
  * A schema goes back only as clean as a new one, else it is dropped and the next test migrates a
  * new one:
