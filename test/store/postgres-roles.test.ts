@@ -334,6 +334,7 @@ describe('docs/database-roles.md, run as written', () => {
 
 describe('a later migration that redefines a function (issue 31)', () => {
   it('is made security definer with a pinned search_path again by migrate(), and runtime roles keep EXECUTE', async () => {
+    // A schema of its own: the later migration changes its catalog (pgHarness's are shared).
     const db = await freshSchema('pg_roles_later');
     try {
       await migrate(db.pool, { schema: db.schema, log: () => {} });
@@ -379,6 +380,7 @@ create function later_entry() returns bigint language sql as $$ select count(*) 
 
 describe('rolling out the runtime grants (issue 31)', () => {
   it('workers on the old grants keep working through 0013; the new grants take the table writes away', async () => {
+    // A schema of its own: it is built as the previous build left it, then migrated.
     const db = await freshSchema('pg_roles_rollout');
     const r = `sideeffect_old_runtime_${tag}`;
     const s = `"${db.schema}"`;

@@ -1,6 +1,8 @@
 /**
- * Postgres for tests: one schema per test file, so files run in parallel without seeing each
- * other's tables.
+ * Postgres for tests: a schema of its own per call, so files run in parallel without seeing each
+ * other's tables. Each new schema costs catalog rows (and a migrate() on it 1-2 s): a file's
+ * tests that need a migrated store share one through pgHarness (test/support/migrated-schemas.ts);
+ * a test takes one of its own when it tests migrate() itself or changes the schema's catalog.
  *
  *   const db = await freshSchema('lease');
  *   afterAll(() => db.drop());
