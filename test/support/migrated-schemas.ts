@@ -61,7 +61,13 @@ const admins = new Map<string, pg.Pool>();
 function admin(url: string): pg.Pool {
   let pool = admins.get(url);
   if (!pool) {
-    pool = new pg.Pool({ connectionString: url, max: 2, allowExitOnIdle: true });
+    // One connection, closed when idle: a shared server's connection slots are few.
+    pool = new pg.Pool({
+      connectionString: url,
+      max: 1,
+      idleTimeoutMillis: 1_000,
+      allowExitOnIdle: true,
+    });
     pool.on('error', () => {});
     admins.set(url, pool);
   }
