@@ -45,9 +45,13 @@ const postgres = [
  */
 const soakPostgres = [
   'test/store/postgres-concurrency.test.ts',
-  'test/store/postgres.test.ts',
-  'test/store/postgres-pgbouncer.test.ts',
   'test/faults/hot-resource.test.ts',
+  // The conformance matrix: each file runs its other cell in the long tier
+  // (test/store/pg-support/conformance-matrix.ts).
+  'test/store/postgres.test.ts',
+  'test/store/postgres-roles-conformance.test.ts',
+  'test/store/postgres-serializable.test.ts',
+  'test/store/postgres-pgbouncer.test.ts',
 ];
 const longOnly = ['test/faults/faults.test.ts'];
 const soakTemporal = ['test/faults/mixed.test.ts', 'test/e2e/sdk-matrix.test.ts', ...longOnly];
@@ -86,6 +90,8 @@ class SlowestFirst extends BaseSequencer {
 
 const temporalSetup = ['test/support/global-setup.ts'];
 const postgresSetup = ['test/support/global-setup-postgres.ts'];
+/** Per file: drops the migrated schemas the file's tests shared (test/support/migrated-schemas.ts). */
+const postgresFileSetup = ['test/support/setup-postgres-file.ts'];
 const longTier = process.env.SIDEEFFECT_TEST_TIER === 'long';
 
 export default defineConfig({
@@ -103,7 +109,12 @@ export default defineConfig({
       ? [
           {
             extends: true,
-            test: { name: 'long-postgres', include: soakPostgres, globalSetup: postgresSetup },
+            test: {
+              name: 'long-postgres',
+              include: soakPostgres,
+              globalSetup: postgresSetup,
+              setupFiles: postgresFileSetup,
+            },
           },
           {
             extends: true,
@@ -124,6 +135,7 @@ export default defineConfig({
               include: postgres,
               exclude: unit,
               globalSetup: postgresSetup,
+              setupFiles: postgresFileSetup,
             },
           },
           {

@@ -2,8 +2,9 @@
  * Database roles (issue 24, docs/database-roles.md): the page's SQL, run as written (with names of
  * this run), gives an owner that migrates without CREATE on the database, a runtime role that
  * runs the store and a no-op migrate() but no DDL, an operator whose CLI lists, shows, resolves
- * and reads stats but writes no table, and a read-only role that reads and cannot resolve. And the
- * store conformance suite, whole, as a runtime role with exactly the printed grants.
+ * and reads stats but writes no table, and a read-only role that reads and cannot resolve. The
+ * store conformance suite as a runtime role with exactly the printed grants is
+ * postgres-roles-conformance.test.ts (a cell of the conformance matrix).
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -21,23 +22,12 @@ import {
   storeStats,
 } from '../../src/store/postgres/index.js';
 import { migrateFiles } from '../../src/store/postgres/migrate.js';
-import { describeStoreConformance } from '../conformance/store-conformance.js';
 import { bytes } from '../support/bytes.js';
 import { runCli } from '../support/cli.js';
 import { databaseUrl, freshSchema } from '../support/postgres.js';
 import { grantedRole } from '../support/roles.js';
 import { REPO_ROOT } from '../support/temporal.js';
 import { SQL_0_1_0 } from './fixtures/release-0.1.0.js';
-import { pgHarness } from './pg-support/harness.js';
-
-// Every call through the batch statements, whose functions the runtime role must be able to run,
-// and one statement per call.
-for (const batching of ['every call', 'off'] as const) {
-  describeStoreConformance(
-    `PgStore as a runtime role with exactly its grants, batching ${batching}`,
-    () => pgHarness('pg_runtime_role', { role: 'runtime', batching }),
-  );
-}
 
 const tag = randomBytes(4).toString('hex');
 const WEEK = 7 * 24 * 60 * 60 * 1000;
@@ -344,6 +334,7 @@ describe('docs/database-roles.md, run as written', () => {
 
 describe('a later migration that redefines a function (issue 31)', () => {
   it('is made security definer with a pinned search_path again by migrate(), and runtime roles keep EXECUTE', async () => {
+    // A schema of its own: the later migration changes its catalog (pgHarness's are shared).
     const db = await freshSchema('pg_roles_later');
     try {
       await migrate(db.pool, { schema: db.schema, log: () => {} });
@@ -389,6 +380,7 @@ create function later_entry() returns bigint language sql as $$ select count(*) 
 
 describe('rolling out the runtime grants (issue 31)', () => {
   it('workers on the old grants keep working through 0013; the new grants take the table writes away', async () => {
+    // A schema of its own: it is built as the previous build left it, then migrated.
     const db = await freshSchema('pg_roles_rollout');
     const r = `sideeffect_old_runtime_${tag}`;
     const s = `"${db.schema}"`;

@@ -567,7 +567,6 @@ describe('PgStore transactional effects', () => {
 
   it('writeFenced inside transactional work is refused at once (TRANSACTION_MISUSE), not deadlocked on the sink mark', async () => {
     const a = action();
-    const started = performance.now();
     let refused: unknown;
     const done = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
       await insert(a.key)(context);
@@ -585,7 +584,8 @@ describe('PgStore transactional effects', () => {
         );
       throw refused;
     });
-    expect(performance.now() - started).toBeLessThan(TTL / 2);
+    // Refused before it reached the database: a write that waited on the sink mark would end in
+    // a lock or deadline error, not this one.
     expect(refused).toMatchObject({ code: 'TRANSACTION_MISUSE', misuse: 'fenced-sink' });
     expect(done.outcome).toBe('failed');
     expect(await ledger(a.key)).toEqual([]);
@@ -595,12 +595,11 @@ describe('PgStore transactional effects', () => {
     await h.sink.writeFenced(a.resource, plain.lease.fence, async () => {});
   });
 
-  it('work that sets statement_timeout = 0 (and no idle timeout) is still ended soon after its TTL', async () => {
+  it('work that sets statement_timeout = 0 (and no idle timeout) is still ended by its deadline, not by its own end', async () => {
     const ttl = 1_500;
     const short = new Runner(h.store, { ttlMs: ttl });
     for (const stall of ['select pg_sleep(60)', 'idle']) {
       const a = action();
-      const started = performance.now();
       const stalled = await short.executeInTransaction<pg.PoolClient>(a, async (context) => {
         await context.tx.query(
           'set statement_timeout = 0; set idle_in_transaction_session_timeout = 0',
@@ -613,7 +612,10 @@ describe('PgStore transactional effects', () => {
         return { payload: bytes('late') };
       });
       expect(stalled.outcome, stall).toBe('failed');
-      if (stall !== 'idle') expect(performance.now() - started, stall).toBeLessThan(ttl + 3_000);
+      // Ended by the store's deadline (its backend terminated), not by the statement's own end a
+      // minute later: a cause, not a stopwatch, so a loaded machine cannot fail it.
+      if (stall !== 'idle' && stalled.outcome === 'failed')
+        expect(stalled.error, stall).toMatchObject({ code: '57P01' });
       expect(await ledger(a.key), stall).toEqual([]);
       // The resource is free again for the next caller.
       const next = await runner.executeInTransaction(

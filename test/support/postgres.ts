@@ -1,6 +1,8 @@
 /**
- * Postgres for tests: one schema per test file, so files run in parallel without seeing each
- * other's tables.
+ * Postgres for tests: a schema of its own per call, so files run in parallel without seeing each
+ * other's tables. Each new schema costs catalog rows (and a migrate() on it 1-2 s): a file's
+ * tests that need a migrated store share one through pgHarness (test/support/migrated-schemas.ts);
+ * a test takes one of its own when it tests migrate() itself or changes the schema's catalog.
  *
  *   const db = await freshSchema('lease');
  *   afterAll(() => db.drop());
@@ -200,4 +202,99 @@ export async function dropStaleSchemas(maxAgeMs = 6 * 60 * 60 * 1000): Promise<s
   } finally {
     await client.end();
   }
+}
+
+/**
+ * The system catalogs every schema made and dropped leaves dead rows in. With autovacuum off
+ * (as on the shared test machine) nothing removes them, and each migrate() reads pg_proc and
+ * pg_class by namespace: after some 550 schemas one such read took 30 times as long. Shared
+ * catalogs (roles) are in the list too: the role tests make and drop roles.
+ */
+const CATALOGS = [
+  'pg_class',
+  'pg_attribute',
+  'pg_proc',
+  'pg_depend',
+  'pg_type',
+  'pg_constraint',
+  'pg_index',
+  'pg_attrdef',
+  'pg_trigger',
+  'pg_rewrite',
+  'pg_namespace',
+  'pg_sequence',
+  'pg_description',
+  'pg_init_privs',
+  'pg_default_acl',
+  'pg_statistic',
+  'pg_shdepend',
+  'pg_authid',
+  'pg_auth_members',
+];
+
+/**
+ * A catalog this many times larger than its live rows is rewritten (VACUUM FULL), not just
+ * vacuumed: a plain vacuum frees the dead rows' space for reuse but a scan still reads every page.
+ */
+const BLOATED = 4;
+/** Below this a catalog is left its size whatever its live rows: a rewrite would save nothing. */
+const BLOATED_MIN_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Vacuums the system catalogs of the test database and of the databases tests make
+ * (`sideeffect_test_*`), and rewrites one that grew far past its live rows, so one run's time
+ * does not depend on how many ran before it. Another run may be using the catalogs: a vacuum
+ * skips one it cannot lock at once, and a rewrite waits at most a few seconds for its lock.
+ * Returns the catalogs rewritten.
+ */
+export async function vacuumCatalogs(): Promise<string[]> {
+  const rewritten: string[] = [];
+  const main = new pg.Client({ connectionString: databaseUrl(), connectionTimeoutMillis: 5_000 });
+  await main.connect();
+  let names: string[];
+  try {
+    const { rows } = await main.query<{ datname: string }>(
+      `select datname from pg_catalog.pg_database
+        where datname = current_database() or datname like 'sideeffect\\_test\\_%'`,
+    );
+    names = rows.map((row) => row.datname);
+  } finally {
+    await main.end();
+  }
+  for (const name of names) {
+    const url = new URL(databaseUrl());
+    url.pathname = `/${name}`;
+    const client = new pg.Client({
+      connectionString: url.toString(),
+      connectionTimeoutMillis: 5_000,
+    });
+    await client.connect();
+    try {
+      await client.query(
+        `vacuum (skip_locked) ${CATALOGS.map((catalog) => `pg_catalog.${catalog}`).join(', ')}`,
+      );
+      for (const catalog of CATALOGS) {
+        const { rows } = await client.query<{ size: string; live: string | null }>(
+          `select pg_catalog.pg_relation_size($1::regclass) as size,
+                  (select sum(pg_catalog.pg_column_size(t.*)) from pg_catalog.${catalog} t) as live`,
+          [`pg_catalog.${catalog}`],
+        );
+        const size = Number(rows[0]?.size ?? 0);
+        const live = Number(rows[0]?.live ?? 0);
+        if (size < BLOATED_MIN_BYTES || size < BLOATED * live) continue;
+        try {
+          await client.query(`set lock_timeout = '5s'`);
+          await client.query(`vacuum full pg_catalog.${catalog}`);
+          rewritten.push(`${name}.${catalog}`);
+        } catch {
+          // Busy (another run holds it): the plain vacuum above has freed its dead rows.
+        } finally {
+          await client.query('reset lock_timeout');
+        }
+      }
+    } finally {
+      await client.end();
+    }
+  }
+  return rewritten;
 }

@@ -301,11 +301,15 @@ async function migrateOnce(
     if (verdict) log(`sideeffect: ${verdict.accepted}`);
     const catalog = async (): Promise<Set<string>> =>
       new Set((await client.query<{ item: string }>(CATALOG)).rows.map((row) => row.item));
+    // A schema with no migration recorded has no worker of any version on it (each records what
+    // it applied under this same lock), so no claim below protects anyone: a fresh install skips
+    // the two catalog reads per migration. An upgrade checks every claim it applies.
+    const fresh = rows.length === 0;
     for (const file of pending) {
       // A backward-compatible claim is checked, not trusted: a column renamed, dropped or
       // retyped (or a function signature gone or answering another shape) breaks the workers of
       // the version before it, which accept the schema because of the claim.
-      const before = file.backwardCompatible ? await catalog() : undefined;
+      const before = file.backwardCompatible && !fresh ? await catalog() : undefined;
       await client.query(file.sql);
       if (before) {
         const after = await catalog();

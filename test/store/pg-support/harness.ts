@@ -1,9 +1,13 @@
 /**
- * PgStore on a fresh, migrated schema whose clock can be moved: the test hook of docs/architecture.md (lease expiry judged by the store's clock).
+ * PgStore on an empty, migrated schema whose clock can be moved: the test hook of docs/architecture.md (lease expiry judged by the store's clock).
  * Every store function reads the time from `store_now()`; here it is replaced by one that reads a
  * table, so the clock stands still (like the MemoryStore's injected clock: a loaded machine cannot
  * expire a lease between two statements) and `advance(ms)` moves it. Production schemas never get
  * this function.
+ *
+ * The schema is migrated once per file and emptied between tests (test/support/migrated-schemas.ts:
+ * rows, sequences and the clock put back; a test that changed the schema's catalog gets a new one),
+ * so a suite that makes a harness per test does not pay a migration per test.
  */
 import pg from 'pg';
 import type { Limits } from '../../../src/core/index.js';
@@ -14,7 +18,8 @@ import {
   type RoleKind,
 } from '../../../src/store/postgres/index.js';
 import { type BatchingMode, batchingOption } from '../../support/batching.js';
-import { type FreshSchema, freshSchema } from '../../support/postgres.js';
+import { leaseMigratedSchema } from '../../support/migrated-schemas.js';
+import type { FreshSchema } from '../../support/postgres.js';
 import { grantedRole } from '../../support/roles.js';
 
 export interface PgHarness {
@@ -43,26 +48,31 @@ export async function pgHarness(
     batching?: BatchingMode;
   } = {},
 ): Promise<PgHarness> {
-  const db = await freshSchema(prefix, options.url);
+  const movableClock = options.movableClock ?? true;
+  const { db } = await leaseMigratedSchema({
+    prefix,
+    url: options.url,
+    variant: movableClock ? 'migrated, movable clock' : 'migrated',
+    prepare: async (fresh) => {
+      await migrate(fresh.pool, { schema: fresh.schema });
+      if (movableClock) {
+        await fresh.pool.query(`
+          create table test_clock (at timestamptz not null);
+          insert into test_clock values (clock_timestamp());
+          create or replace function store_now() returns timestamptz
+            language sql volatile set search_path from current
+            as $$ select at from test_clock $$;
+        `);
+      }
+    },
+    resetSql: movableClock ? 'update test_clock set at = clock_timestamp()' : undefined,
+    resetTables: movableClock ? ['test_clock'] : [],
+  });
   // Tests kill backends on purpose; an idle connection that dies must not crash the test process.
   db.pool.on('error', () => {});
-  await migrate(db.pool, { schema: db.schema });
-  if (options.movableClock ?? true) {
-    await db.pool.query(`
-      create table test_clock (at timestamptz not null);
-      insert into test_clock values (clock_timestamp());
-      create or replace function store_now() returns timestamptz
-        language sql volatile set search_path from current
-        as $$ select at from test_clock $$;
-    `);
-  }
   const role =
     options.role &&
-    (await grantedRole(
-      db,
-      options.role,
-      (options.movableClock ?? true) ? ['grant select on test_clock'] : [],
-    ));
+    (await grantedRole(db, options.role, movableClock ? ['grant select on test_clock'] : []));
   const via =
     (options.via && new pg.Pool({ connectionString: options.via.url, max: 4 })) ||
     (role && new pg.Pool({ connectionString: role.url, max: 4 }));
@@ -86,8 +96,9 @@ export async function pgHarness(
     },
     close: async () => {
       await via?.end();
-      await db.drop();
+      // Before the schema goes back: its grants must be gone for it to compare clean.
       await role?.drop();
+      await db.drop();
     },
   };
 }

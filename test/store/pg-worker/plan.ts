@@ -17,7 +17,12 @@ export interface WorkerConfig {
   pauseRate: number;
   failBeforeRate: number;
   failAfterRate: number;
-  budgetMs: number;
+  /**
+   * Executes one key may take before the worker gives it up as unfinished: a budget of work, not
+   * of seconds, so a loaded machine slows the run without failing it, and a key that cannot end
+   * (a livelock, a lost wake-up) still fails it.
+   */
+  attemptsPerKey: number;
   /** Run every key through Runner.executeInTransaction, the ledger insert on the store's transaction. */
   transactional?: boolean;
   /** How the store groups calls; default SIDEEFFECT_TEST_BATCHING's. */
@@ -37,6 +42,8 @@ export interface WorkerReport {
   staleRejected: number;
   pauses: number;
   storeErrors: number;
+  /** The most executes one key took. */
+  mostAttempts: number;
   unfinished: string[];
 }
 
