@@ -19,7 +19,7 @@
 --   0014_verdict_db_user.sql
 --   0015_batched_statements.sql
 --   0016_transactional_round_trips.sql
---   0018_issued_fences_only.sql
+--   0018_issued_fences_no_batch_waits.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
@@ -212,9 +212,10 @@ begin
     o_retry_after_ms := null;
     o_result := null;
     o_reason := null;
-    -- The next keys of a resource whose row was held past the wait would wait for it again.
+    -- The next keys of a resource whose row is held would find it held again.
     if p_resources[v_ord] is distinct from v_busy then
       begin
+        perform from resources r where r.resource = p_resources[v_ord] for update nowait;
         select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
                a.o_reason
           into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
@@ -478,9 +479,10 @@ begin
     o_outcome := 'again';
     o_expires_at_ms := null;
     o_result := null;
-    -- The next keys of a resource whose row was held past the wait would wait for it again.
+    -- The next keys of a resource whose row is held would find it held again.
     if p_resources[v_ord] is distinct from v_busy then
       begin
+        perform from resources r where r.resource = p_resources[v_ord] for update nowait;
         case p_operation
           when 'renew' then
             select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
