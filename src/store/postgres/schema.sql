@@ -212,8 +212,10 @@ begin
     o_retry_after_ms := null;
     o_result := null;
     o_reason := null;
-    -- The next keys of a resource whose row is held would find it held again.
-    if p_resources[v_ord] is distinct from v_busy then
+    -- The next keys of a resource whose row is held would find it held again: `held`, each.
+    if p_resources[v_ord] is not distinct from v_busy then
+      o_outcome := 'held';
+    else
       begin
         perform from resources r where r.resource = p_resources[v_ord] for update nowait;
         select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
@@ -224,6 +226,7 @@ begin
       exception
         when lock_not_available then
           v_busy := p_resources[v_ord];
+          o_outcome := 'held';
         when others then
           null;
       end;

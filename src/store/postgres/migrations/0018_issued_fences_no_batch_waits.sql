@@ -10,8 +10,11 @@
 -- caller's first-look bound in turn, so 63 keys of resources whose rows transactional effects
 -- held kept the statement, and the free key answered in it, 63 waits long (and a role's
 -- statement_timeout cancelled it whole). They now take each remaining key's resource row without
--- waiting (NOWAIT): a held one answers `again` at once, and the caller asks that key on its own,
--- waiting there as it always did. Same arguments, results and answers otherwise.
+-- waiting (NOWAIT). A held one answers at once: `again` for a holder's call, which the caller
+-- asks on its own, waiting there as it always did; `held` for an acquire, whose caller then
+-- waits for the row on its own if it gets a place (waitersPerResource) and is told `contended`
+-- otherwise, without a first look that would only find the row held again. Same arguments and
+-- results; answers otherwise the same.
 
 -- After work that rolled a transactional grant back (the store's txBurnFence): the resource moves
 -- to the fence that grant had, which what the work wrote after its ROLLBACK may carry. Only when
@@ -114,7 +117,8 @@ begin
 end
 $$;
 
--- acquire_batch() of 0015, each remaining key's resource row taken without waiting.
+-- acquire_batch() of 0015, each remaining key's resource row taken without waiting; `held` where
+-- it (or a row the key's judgement needs) is held.
 create or replace function acquire_batch(
   p_ords integer[],
   p_keys text[],
@@ -202,8 +206,10 @@ begin
     o_retry_after_ms := null;
     o_result := null;
     o_reason := null;
-    -- The next keys of a resource whose row is held would find it held again.
-    if p_resources[v_ord] is distinct from v_busy then
+    -- The next keys of a resource whose row is held would find it held again: `held`, each.
+    if p_resources[v_ord] is not distinct from v_busy then
+      o_outcome := 'held';
+    else
       begin
         perform from resources r where r.resource = p_resources[v_ord] for update nowait;
         select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
@@ -214,6 +220,7 @@ begin
       exception
         when lock_not_available then
           v_busy := p_resources[v_ord];
+          o_outcome := 'held';
         when others then
           null;
       end;
