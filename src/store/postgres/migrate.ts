@@ -399,8 +399,9 @@ async function lockUpFront(
             (select setting::integer from pg_catalog.pg_settings where name = 'deadlock_timeout') as cycle_ms
        from pg_catalog.pg_class c
       where c.relnamespace = (select oid from pg_catalog.pg_namespace where nspname = pg_catalog.current_schema())
-        and c.relkind in ('r', 'p')`,
+        and c.relkind in ('r', 'p') and c.relname not in ('migrations', 'migration_history')`,
   );
+  // A schema with no store table yet (a fresh one): nobody to wait for, nothing to say.
   if (rows.length === 0) return;
   const locks = migrationLocks(
     pending.map((f) => f.sql),
