@@ -254,7 +254,7 @@ describe('upgrading under running workers of an earlier release (issue 39)', () 
       expect(lanes.map((lane) => lane.errors)).toEqual([
         [],
         lanes[1]!.errors.length > 0
-          ? [expect.stringMatching(/^resolve XX000: cache lookup failed for function \d+$/)]
+          ? [expect.stringMatching(/^resolve_010 XX000: cache lookup failed for function \d+$/)]
           : [],
         [],
       ]);

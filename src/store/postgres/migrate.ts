@@ -381,10 +381,17 @@ async function migrateOnce(
 /**
  * Takes every table lock the pending migrations need against running workers, in one order, before
  * any of them runs: a migration that took them as its statements reached them held one while it
- * waited for another that a worker's transaction held while queued behind the first. The first
- * lock waits lockTimeoutMs (nothing of the store is held yet, so no cycle); each later one at most
- * half of `deadlock_timeout` too, so in a cycle this transaction gives up (and the attempt is
- * retried) before Postgres picks the worker's as the victim.
+ * waited for another that a worker's transaction held while queued behind the first.
+ *
+ * Workers take the store's tables in both orders (0.1.0's acquire reads keys before it locks its
+ * resource, its complete the reverse), so whichever table migrate() waits for first, the calls
+ * that arrive meanwhile take the other and queue behind it: a cycle nearly every time under
+ * steady traffic. So it first asks for all of them without waiting (NOWAIT), again and again for
+ * up to lockTimeoutMs, until an instant when no worker's statement holds any: nobody queues
+ * behind a request that never waits. Only then does it wait: the first lock lockTimeoutMs
+ * (nothing of the store is held yet, so no cycle), each later one at most half of
+ * `deadlock_timeout` too, so in a cycle this transaction gives up (and the attempt is retried)
+ * before Postgres picks the worker's as the victim.
  */
 async function lockUpFront(
   client: pg.PoolClient,
@@ -416,6 +423,27 @@ async function lockUpFront(
       }`,
     );
   }
+  if (locks.length === 0) return;
+  const lockAll = async (nowait: boolean) => {
+    for (const { table, mode } of locks) {
+      await client.query(`lock table only "${table}" in ${mode} mode${nowait ? ' nowait' : ''}`);
+    }
+  };
+  const until = performance.now() + lockTimeoutMs;
+  await client.query('savepoint sideeffect_locks');
+  for (;;) {
+    try {
+      await lockAll(true);
+      await client.query('release savepoint sideeffect_locks');
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== '55P03') throw error;
+      await client.query('rollback to savepoint sideeffect_locks');
+    }
+    if (performance.now() >= until) break;
+    await new Promise((resolve) => setTimeout(resolve, 1 + Math.random() * 4));
+  }
+  await client.query('release savepoint sideeffect_locks');
   const cycleMs = Math.max(1, Math.min(lockTimeoutMs, Math.floor(rows[0]!.cycle_ms / 2)));
   for (const [i, { table, mode }] of locks.entries()) {
     if (i === 1) await client.query(`set local lock_timeout = ${cycleMs}`);
