@@ -153,6 +153,8 @@ declare
   v_fences bigint[];
   v_expires bigint[];
   v_busy text;
+  -- A row of this statement was held past the caller's wait: no key after it waits for one.
+  v_held boolean := false;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   begin
@@ -217,7 +219,9 @@ begin
       o_outcome := 'held';
     else
       begin
-        perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        if v_held then
+          perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        end if;
         select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
                a.o_reason
           into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
@@ -226,6 +230,7 @@ begin
       exception
         when lock_not_available then
           v_busy := p_resources[v_ord];
+          v_held := true;
           o_outcome := 'held';
         when others then
           null;
@@ -432,6 +437,8 @@ declare
   v_ord integer;
   v_done integer[];
   v_busy text;
+  -- A row of this statement was held past the caller's wait: no key after it waits for one.
+  v_held boolean := false;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   if p_operation = 'complete' then
@@ -485,7 +492,9 @@ begin
     -- The next keys of a resource whose row is held would find it held again.
     if p_resources[v_ord] is distinct from v_busy then
       begin
-        perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        if v_held then
+          perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        end if;
         case p_operation
           when 'renew' then
             select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
@@ -510,6 +519,7 @@ begin
       exception
         when lock_not_available then
           v_busy := p_resources[v_ord];
+          v_held := true;
         when others then
           null;
       end;

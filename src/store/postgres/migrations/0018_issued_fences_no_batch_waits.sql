@@ -9,12 +9,14 @@
 -- The second: acquire_batch() and holder_batch() waited for each held resource row up to the
 -- caller's first-look bound in turn, so 63 keys of resources whose rows transactional effects
 -- held kept the statement, and the free key answered in it, 63 waits long (and a role's
--- statement_timeout cancelled it whole). They now take each remaining key's resource row without
--- waiting (NOWAIT). A held one answers at once: `again` for a holder's call, which the caller
--- asks on its own, waiting there as it always did; `held` for an acquire, whose caller then
--- waits for the row on its own if it gets a place (waitersPerResource) and is told `contended`
--- otherwise, without a first look that would only find the row held again. Same arguments and
--- results; answers otherwise the same.
+-- statement_timeout cancelled it whole). Now one wait per statement at most: once a row was held
+-- past the bound, every later key's resource row is taken without waiting (NOWAIT), and a held
+-- one answers at once (a row held for a statement's few milliseconds is still waited for while
+-- none was held past the bound, so contention costs no extra round trips). A held row answers
+-- `again` for a holder's call, which the caller asks on its own, waiting there as it always did;
+-- `held` for an acquire, whose caller then waits for the row on its own if it gets a place
+-- (waitersPerResource) and is told `contended` otherwise, without a first look that would only
+-- find the row held again. Same arguments and results; answers otherwise the same.
 
 -- After work that rolled a transactional grant back (the store's txBurnFence): the resource moves
 -- to the fence that grant had, which what the work wrote after its ROLLBACK may carry. Only when
@@ -117,8 +119,8 @@ begin
 end
 $$;
 
--- acquire_batch() of 0015, each remaining key's resource row taken without waiting; `held` where
--- it (or a row the key's judgement needs) is held.
+-- acquire_batch() of 0015, with at most one wait for a held row; `held` where a key's resource
+-- row (or a row its judgement needs) is held.
 create or replace function acquire_batch(
   p_ords integer[],
   p_keys text[],
@@ -147,6 +149,8 @@ declare
   v_fences bigint[];
   v_expires bigint[];
   v_busy text;
+  -- A row of this statement was held past the caller's wait: no key after it waits for one.
+  v_held boolean := false;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   begin
@@ -211,7 +215,9 @@ begin
       o_outcome := 'held';
     else
       begin
-        perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        if v_held then
+          perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        end if;
         select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
                a.o_reason
           into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
@@ -220,6 +226,7 @@ begin
       exception
         when lock_not_available then
           v_busy := p_resources[v_ord];
+          v_held := true;
           o_outcome := 'held';
         when others then
           null;
@@ -230,7 +237,7 @@ begin
 end
 $$;
 
--- holder_batch() of 0015, each remaining key's resource row taken without waiting.
+-- holder_batch() of 0015, with at most one wait for a held row.
 create or replace function holder_batch(
   p_operation text,
   p_keys text[],
@@ -250,6 +257,8 @@ declare
   v_ord integer;
   v_done integer[];
   v_busy text;
+  -- A row of this statement was held past the caller's wait: no key after it waits for one.
+  v_held boolean := false;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   if p_operation = 'complete' then
@@ -303,7 +312,9 @@ begin
     -- The next keys of a resource whose row is held would find it held again.
     if p_resources[v_ord] is distinct from v_busy then
       begin
-        perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        if v_held then
+          perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        end if;
         case p_operation
           when 'renew' then
             select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
@@ -328,6 +339,7 @@ begin
       exception
         when lock_not_available then
           v_busy := p_resources[v_ord];
+          v_held := true;
         when others then
           null;
       end;
