@@ -29,6 +29,7 @@ import { Runner } from '../src/core/index.js';
 import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
 import { BackendCpu, cpuMethod } from './support/backend-cpu.js';
 import { batchedUpserts } from './support/batched-upserts.js';
+import { busyRatios, busyResourceLatencies } from './support/busy-resources.js';
 import {
   type BenchReport,
   type Figure,
@@ -46,6 +47,9 @@ const ROUND_MS = 1_000;
 const LATENCY_ROUNDS = 6;
 const LATENCY_ROUND_MS = 1_000;
 const REPLAY_KEYS = 1_000;
+/** Rounds per side of the busy-resources figure; its target: batching costs a free key at most 1.2x. */
+const BUSY_ROUNDS = 5;
+const BUSY_LATENCY_TARGET = 1.2;
 /** The p50 of one caller's execute with batching on may be at most this much above batching off. */
 const LATENCY_P50_TARGET = 1.1;
 
@@ -383,6 +387,22 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
       };
       figures.push(figure);
       log(`store: ${figure.name}: ${figure.value.toFixed(2)} (${figure.detail})`);
+    }
+    if (!only || 'busy'.includes(only)) {
+      const l = await busyResourceLatencies(DATABASE_URL, schema, BUSY_ROUNDS);
+      const ratios = busyRatios(l);
+      for (const which of ['first', 'next'] as const) {
+        const figure: Figure = {
+          bench: 'store',
+          name: `free-key acquire latency beside 63 busy, batching on / off (${which} call)`,
+          at: '64 callers',
+          value: ratios[which],
+          target: { atMost: BUSY_LATENCY_TARGET },
+          detail: `median ${median(l[which].on).toFixed(1)} / ${median(l[which].off).toFixed(1)} ms (${l[which].on.length} + ${l[which].off.length} rounds, pool 10)`,
+        };
+        figures.push(figure);
+        log(`store: ${figure.name}: ${figure.value.toFixed(2)} (${figure.detail})`);
+      }
     }
     notes.push(
       `store: PgStore, schema ${schema}, median of ${ROUNDS} paired rounds of ${ROUND_MS} ms; load average ${loadavg()

@@ -422,7 +422,7 @@ describe('order and faults', () => {
   });
 
   it.each(['acquire', 'complete'] as const)(
-    'a backend killed in the middle of a statement of %ss: every key in it fails as a lost connection does, nothing written',
+    'a backend killed in the middle of a statement of %ss: each key is asked alone, once; only the key whose own statement is killed too fails (issue 39)',
     async (kind) => {
       const keys = [`slow-${kind}`, `kill-a-${kind}`, `kill-b-${kind}`];
       const leases =
@@ -437,32 +437,80 @@ describe('order and faults', () => {
             : store.complete({ key, resource: key }, leases[i]!, { payload: bytes('done') }),
         ),
       );
-      // The statement sleeps on its slow key, every key of it inside.
-      let pid: number | undefined;
-      for (let i = 0; i < 1_000 && pid === undefined; i++) {
-        const { rows } = await side.query(
-          `select pid from pg_stat_activity
-          where datname = current_database() and wait_event = 'PgSleep'
-            and query like '%' || $1 || '%'`,
-          [kind === 'acquire' ? 'acquire_batch' : 'holder_batch'],
-        );
-        pid = rows[0]?.pid;
-        if (pid === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+      // The statement sleeps on its slow key, every key of it inside; then the slow key's own.
+      const sleeping = async (shared: boolean): Promise<number> => {
+        for (let i = 0; i < 1_000; i++) {
+          const { rows } = await side.query(
+            `select pid from pg_stat_activity
+              where datname = current_database() and wait_event = 'PgSleep'
+                and (query like '%' || $1 || '%') = $2`,
+            [kind === 'acquire' ? 'acquire_batch' : 'holder_batch', shared],
+          );
+          if (rows[0]) return rows[0].pid;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        throw new Error('no statement sleeps');
+      };
+      await side.query('select pg_terminate_backend($1)', [await sleeping(true)]);
+      await side.query('select pg_terminate_backend($1)', [await sleeping(false)]);
+      const [slow, ...others] = await Promise.all(calls);
+      expect(slow).toMatchObject({ error: expect.any(StoreUnavailableError) });
+      for (const answer of others) {
+        expect(answer).toMatchObject({
+          value: kind === 'acquire' ? { outcome: 'granted' } : { payload: bytes('done') },
+        });
       }
-      expect(pid).toBeDefined();
-      await side.query('select pg_terminate_backend($1)', [pid]);
-      for (const answer of await Promise.all(calls)) {
-        expect(answer).toMatchObject({ error: expect.any(StoreUnavailableError) });
-      }
-      expect(await Promise.all(keys.map(fenceOf))).toEqual(fences);
-      for (const key of keys) {
-        const record = await store.inspect(key);
-        if (kind === 'acquire') expect(record).toBeUndefined();
-        else expect(record).toMatchObject({ state: 'applying' });
+      expect(await Promise.all(keys.map(fenceOf))).toEqual(
+        kind === 'acquire' ? [fences[0], fences[1]! + 1, fences[2]! + 1] : fences,
+      );
+      expect(await store.inspect(keys[0]!)).toEqual(
+        kind === 'acquire' ? undefined : expect.objectContaining({ state: 'applying' }),
+      );
+      for (const key of keys.slice(1)) {
+        expect(await store.inspect(key)).toMatchObject({
+          state: kind === 'acquire' ? 'held' : 'done',
+        });
       }
       // The store goes on, on new connections.
       const after = await store.acquire({ key: `after-${kind}`, resource: `after-${kind}` }, TTL);
       expect(after.outcome).toBe('granted');
     },
   );
+
+  it("a role's statement_timeout: 63 keys of busy resources and a free one in shared statements, the free key granted, the busy ones contended, none failed (issue 39)", async () => {
+    const busy = Array.from({ length: 63 }, (_, i) => `timed-busy-${i}`);
+    for (const resource of busy) {
+      const lease = await granted({ key: `timed-used-${resource}`, resource });
+      await store.release({ key: `timed-used-${resource}`, resource }, lease);
+    }
+    const pool = new pg.Pool({
+      ...h.db.config,
+      options: `${h.db.config.options} -c statement_timeout=100`,
+    });
+    pool.on('error', () => {});
+    const timed = new PgStore({ pool, schema: h.db.schema, lockWaitMs: 50 });
+    const holder = await side.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select from resources where resource = any($1::text[]) for update', [
+        busy,
+      ]);
+      const calls = [
+        ...busy.map((resource) => ({ key: `timed-${resource}`, resource })),
+        { key: 'timed-free', resource: 'timed-free' },
+      ].map((a) => settled(timed.acquire(a, TTL)));
+      const answers = await Promise.all(calls);
+      const counts = new Map<string, number>();
+      for (const answer of answers) {
+        const what = 'value' in answer ? answer.value.outcome : String(answer.error);
+        counts.set(what, (counts.get(what) ?? 0) + 1);
+      }
+      expect(Object.fromEntries(counts)).toEqual({ contended: 63, granted: 1 });
+      expect(answers.at(-1)).toMatchObject({ value: { outcome: 'granted' } });
+    } finally {
+      await holder.query('rollback');
+      holder.release();
+      await pool.end();
+    }
+  });
 });

@@ -456,3 +456,91 @@ describe('rolling out the runtime grants (issue 31)', () => {
     }
   });
 });
+
+describe('what the runtime role may call raises no fence and no sink mark the store did not issue (issue 39)', () => {
+  it('tx_burn_fence burns only a fence a rolled-back grant had, once; raise_sink_mark stops at the issued fence whatever p_issued_here says', async () => {
+    const db = await freshSchema('pg_issued_only');
+    await migrate(db.pool, { schema: db.schema, log: () => {} });
+    const runtime = await grantedRole(db, 'runtime');
+    const pool = new pg.Pool({ connectionString: runtime.url, max: 2 });
+    pool.on('error', () => {});
+    const s = `"${db.schema}"`;
+    try {
+      const store = new PgStore({ pool, schema: db.schema });
+      const sink = new PgFencedSink({ pool, schema: db.schema });
+      const runner = new Runner(store, { ttlMs: 10_000 });
+      const paid = (key: string) =>
+        runner.execute({ key, resource: 'vault' }, async ({ lease }) => {
+          await sink.writeFenced('vault', lease.fence, async () => {});
+          return { payload: bytes('ok') };
+        });
+      expect((await paid('first')).outcome).toBe('applied');
+      expect((await paid('second')).outcome).toBe('applied');
+      const marks = async () =>
+        (
+          await db.pool.query(
+            `select (select fence::int from ${s}.resources where resource = 'vault') as fence,
+                    (select fence::int from ${s}.sink_fences where resource = 'vault') as mark`,
+          )
+        ).rows[0];
+      expect(await marks()).toEqual({ fence: 2, mark: 2 });
+      // 200 burns, each one step past the fence the last one would have left: no grant was rolled back.
+      for (let fence = 3; fence < 203; fence++) {
+        await pool.query(`select ${s}.tx_burn_fence('vault', $1)`, [fence]);
+      }
+      expect(await marks()).toEqual({ fence: 2, mark: 2 });
+      // Nor on a resource never seen past fence 1, however often.
+      for (let fence = 1; fence < 20; fence++) {
+        await pool.query(`select ${s}.tx_burn_fence('never-granted', $1)`, [fence]);
+      }
+      expect(
+        (
+          await db.pool.query(
+            `select fence::int from ${s}.resources where resource = 'never-granted'`,
+          )
+        ).rows,
+      ).toEqual([{ fence: 1 }]);
+      // A sink mark above the issued fence, as if the data lived in another database: refused.
+      for (const [fence, atLeast] of [
+        [1e12, true],
+        [1e12, false],
+        [4, true],
+        [3, false],
+      ] as const) {
+        await expect(
+          pool.query(`select ${s}.raise_sink_mark('vault', $1, $2, false)`, [fence, atLeast]),
+        ).rejects.toMatchObject({ code: 'SE131' });
+      }
+      await expect(
+        pool.query(`select ${s}.raise_sink_mark('unseen', 1000000000000, true, false)`),
+      ).rejects.toMatchObject({ code: 'SE131' });
+      expect(await marks()).toEqual({ fence: 2, mark: 2 });
+      // The next legitimate effect: applied, its sink write at fence 3 accepted.
+      expect((await paid('third')).outcome).toBe('applied');
+      expect(await marks()).toEqual({ fence: 3, mark: 3 });
+      // A grant that really happened and was rolled back: its fence is burnt, once.
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        const { rows } = await client.query(
+          `select o_fence::int as fence from ${s}.tx_grant_fresh('rolled-back', 'vault')`,
+        );
+        expect(rows).toEqual([{ fence: 4 }]);
+        await client.query('rollback');
+      } finally {
+        client.release();
+      }
+      expect(await marks()).toEqual({ fence: 3, mark: 3 });
+      await pool.query(`select ${s}.tx_burn_fence('vault', 4)`);
+      await pool.query(`select ${s}.tx_burn_fence('vault', 5)`);
+      await pool.query(`select ${s}.tx_burn_fence('vault', 5)`);
+      expect(await marks()).toEqual({ fence: 4, mark: 3 });
+      expect((await paid('fourth')).outcome).toBe('applied');
+      expect(await marks()).toEqual({ fence: 5, mark: 5 });
+    } finally {
+      await pool.end();
+      await runtime.drop();
+      await db.drop();
+    }
+  });
+});

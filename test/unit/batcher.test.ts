@@ -17,17 +17,20 @@ function recordingKind(answer: (call: Call) => string | typeof AGAIN = (c) => `o
   const sent: { path: 'one' | 'many'; keys: string[] }[] = [];
   const pending: (() => void)[] = [];
   let failWith: unknown;
-  const statement = <T>(value: () => T): Promise<T> =>
+  const failAlone = new Map<string, unknown>();
+  const statement = <T>(value: () => T, alone?: string): Promise<T> =>
     new Promise((resolve, reject) => {
       pending.push(() => {
+        const failure = alone === undefined ? undefined : failAlone.get(alone);
         if (failWith !== undefined) reject(failWith);
+        else if (failure !== undefined) reject(failure);
         else resolve(value());
       });
     });
   const kind: BatchKind<Call, string> = {
     one: (call) => {
       sent.push({ path: 'one', keys: [call.key] });
-      return statement(() => `alone ${call.key}`);
+      return statement(() => `alone ${call.key}`, call.key);
     },
     many: (calls) => {
       sent.push({ path: 'many', keys: calls.map((c) => c.key) });
@@ -44,8 +47,13 @@ function recordingKind(answer: (call: Call) => string | typeof AGAIN = (c) => `o
       for (const release of pending.splice(0)) release();
       await turn();
     },
+    /** Every statement returned from now on fails with `error` (undefined: none). */
     fail(error: unknown) {
       failWith = error;
+    },
+    /** The one-key statement of `key` fails with `error`. */
+    failAlone(key: string, error: unknown) {
+      failAlone.set(key, error);
     },
   };
 }
@@ -191,21 +199,45 @@ describe('Batcher', () => {
     expect(await answers[1]).toBe('alone b');
   });
 
-  it('fails every call of a shared statement that fails, with its error', async () => {
+  it('asks each call of a shared statement that failed as a whole alone, once: only a call whose own statement fails gets a failure', async () => {
     const k = recordingKind();
     const batcher = new Batcher(k.kind, limits);
-    const answers = ['a', 'b'].map((key) => batcher.run({ key }).catch((error: unknown) => error));
+    const answers = ['a', 'b', 'c'].map((key) =>
+      batcher.run({ key }).catch((error: unknown) => error),
+    );
+    await turn();
+    k.fail(new Error('canceling statement due to statement timeout'));
+    await k.returnAll();
+    expect(k.sent).toEqual([
+      { path: 'many', keys: ['a', 'b', 'c'] },
+      { path: 'one', keys: ['a'] },
+      { path: 'one', keys: ['b'] },
+      { path: 'one', keys: ['c'] },
+    ]);
+    k.fail(undefined);
+    const lost = new Error('connection terminated');
+    k.failAlone('b', lost);
+    await k.returnAll();
+    expect(await Promise.all(answers)).toEqual(['alone a', lost, 'alone c']);
+    // Each once: nothing more was sent, and the next call is sent as ever.
+    expect(k.sent).toHaveLength(4);
+    const next = batcher.run({ key: 'd' });
+    await turn();
+    expect(k.sent.at(-1)).toEqual({ path: 'one', keys: ['d'] });
+    await k.returnAll();
+    expect(await next).toBe('alone d');
+  });
+
+  it("fails a call alone in a shared statement (everyCall) with that statement's error", async () => {
+    const k = recordingKind();
+    const batcher = new Batcher(k.kind, { ...limits, everyCall: true });
+    const answer = batcher.run({ key: 'a' }).catch((error: unknown) => error);
     await turn();
     const lost = new Error('connection terminated');
     k.fail(lost);
     await k.returnAll();
-    expect(await Promise.all(answers)).toEqual([lost, lost]);
-    // The next call is sent as ever.
-    const next = batcher.run({ key: 'c' }).catch((error: unknown) => error);
-    await turn();
-    expect(k.sent.at(-1)).toEqual({ path: 'one', keys: ['c'] });
-    await k.returnAll();
-    expect(await next).toBe(lost);
+    expect(await answer).toBe(lost);
+    expect(k.sent).toEqual([{ path: 'many', keys: ['a'] }]);
   });
 
   it('sends even a call alone through the shared statement with everyCall', async () => {

@@ -60,9 +60,11 @@ interface Waiting<I, O> {
  * flight wait for it, and are sent together, up to the limits, when it returns. No timer: under
  * load a statement carries whatever arrived during one round trip, idle it carries one call.
  * Without it, one caller of one statement per round trip paid the database's per-statement and
- * per-commit cost for every key. A shared statement that fails (the connection lost) fails each
- * of its calls with that error, as their own statements would have; a key it answers AGAIN is
- * asked alone, outside the queue.
+ * per-commit cost for every key. A shared statement that fails as a whole (cancelled by a
+ * `statement_timeout`, its backend terminated, the connection lost) has each of its calls asked
+ * alone, once, outside the queue, as a key it answers AGAIN is: a failure of the statement, not of
+ * a key, must not fail keys that would have been answered alone (batching off, one terminated
+ * backend fails one call); a call whose own statement fails then gets that failure.
  */
 export class Batcher<I, O> {
   readonly #kind: BatchKind<I, O>;
@@ -163,7 +165,12 @@ export class Batcher<I, O> {
     try {
       answers = await this.#kind.many(batch.map((call) => call.item));
     } catch (error) {
-      for (const call of batch) call.reject(error);
+      // Alone already (everyCall): its own statement failed.
+      if (batch.length === 1) {
+        batch[0]!.reject(error);
+        return;
+      }
+      for (const call of batch) void this.#alone(call);
       return;
     }
     batch.forEach((call, i) => {

@@ -121,6 +121,12 @@ export type AcquireJson = Omit<AcquireRow, 'o_result'> & { o_result: string | nu
  */
 export const GRANTED_ROW = 'applied';
 
+/**
+ * acquire_batch()'s `o_outcome` (0018) for a key whose resource row another transaction holds:
+ * found without waiting, so the key's caller goes straight to its own wait for the row.
+ */
+export const HELD_ROW = 'held';
+
 /** What the acquire functions answer. */
 export interface AcquireRow {
   o_outcome: string;

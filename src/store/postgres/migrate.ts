@@ -6,6 +6,7 @@ import {
   StoreUnavailableError,
 } from '../../core/errors.js';
 import { connectionRefusal } from './connection.js';
+import { migrationLocks } from './migration-locks.js';
 import { embeddedMigrations } from './migrations.generated.js';
 import { newerSchema } from './newer-schema.js';
 import { checkoutFor } from './session.js';
@@ -138,25 +139,34 @@ export interface MigrateOptions {
    * How long one attempt waits for a lock on a store table (an ALTER TABLE behind a long
    * transaction) before it gives up, rolls back and tries again. While migrate() waits for such a
    * lock, every store call on that table queues behind it; the bound keeps the workers running.
+   * Every lock after the first is waited for at most half of Postgres's `deadlock_timeout` too:
+   * in a cycle with a worker's transaction, migrate() gives up first, so Postgres never cancels
+   * the worker's.
    * @default 1_000
    */
   lockTimeoutMs?: number;
   /**
-   * Attempts after the first whose lock wait timed out, with a growing pause between them (up to
-   * 2 s); then StoreUnavailableError with the lock timeout as its cause, nothing applied.
+   * Attempts after the first that gave up on a lock (its wait timed out, or Postgres found a
+   * deadlock), with a growing pause between them (up to 2 s), each logged; then
+   * StoreUnavailableError whose cause has the last attempt's SQLSTATE, nothing applied.
    * @default 30
    */
   lockRetries?: number;
   /**
-   * Where the line goes that says the schema has newer migrations this version accepts.
+   * Where migrate()'s progress goes: the line that says the schema has newer migrations this
+   * version accepts, and, on an upgrade of a schema that has tables, what it applies, each retry
+   * and the end.
    * @default console.warn
    */
   log?: (line: string) => void;
 }
 
-/** Postgres gave up waiting for a lock (SQLSTATE 55P03, `lock_timeout`). */
-function lockTimedOut(error: unknown): boolean {
-  return (error as { code?: unknown } | undefined)?.code === '55P03';
+/** Postgres gave up on a lock: its wait timed out (55P03) or it was a deadlock's victim (40P01). */
+function lockLost(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (code === '55P03') return 'a lock wait timed out (55P03)';
+  if (code === '40P01') return 'a deadlock with a running transaction (40P01)';
+  return undefined;
 }
 
 /**
@@ -167,9 +177,12 @@ function lockTimedOut(error: unknown): boolean {
  * a role with no DDL rights (a worker's runtime role) may call it at start, and an existing schema
  * is never created again (no CREATE on the database needed).
  *
- * A lock on a store table is waited for at most `lockTimeoutMs` per attempt, then the attempt is
- * rolled back and retried (`lockRetries`): store calls queued behind migrate's lock request go on
- * meanwhile instead of stalling behind a long transaction.
+ * Safe with workers running, of this version or an earlier one: the table locks the pending
+ * migrations need are all taken first, in one order, each waited for at most `lockTimeoutMs`;
+ * an attempt that gives up on one (a lock wait timed out, or a deadlock with a worker's
+ * transaction) is rolled back whole and retried after a growing pause (`lockRetries`), each retry
+ * logged: store calls queued behind migrate's lock request go on meanwhile instead of stalling
+ * behind a long transaction, and no worker's transaction is cancelled for it.
  *
  * A schema with migrations newer than this version: accepted, with a log line, when every one of
  * them declares itself backward-compatible (workers of the previous version keep working on it,
@@ -216,14 +229,30 @@ export async function migrateFiles(
   const log = options.log ?? ((line: string) => console.warn(line));
   for (let attempt = 0; ; attempt += 1) {
     try {
-      return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log, files);
+      return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log, files, attempt);
     } catch (error) {
       // A user, password, database or privilege Postgres refuses: no retry or outage, a mistake.
       const refused = connectionRefusal(pool, error, schemaName);
       if (refused) throw refused;
-      if (!(error instanceof StoreUnavailableError && lockTimedOut(error.cause))) throw error;
-      if (attempt >= retries) throw error;
-      const pause = Math.min(2_000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
+      const cause = error instanceof StoreUnavailableError ? error.cause : undefined;
+      const lost = lockLost(cause);
+      if (!lost) throw error;
+      if (attempt >= retries) {
+        const last = cause as Error & { code: string };
+        throw new StoreUnavailableError(
+          'migrate',
+          Object.assign(
+            new Error(
+              `${attempt + 1} attempts on schema ${schema} each gave up on a lock, nothing applied; the last: ${last.message}`,
+            ),
+            { code: last.code, cause: last },
+          ),
+        );
+      }
+      const pause = Math.round(Math.min(2_000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2));
+      log(
+        `sideeffect: migrate of schema ${schema}, attempt ${attempt + 1} of ${retries + 1}: ${lost}; nothing applied, trying again in ${pause} ms`,
+      );
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
@@ -237,6 +266,7 @@ async function migrateOnce(
   lockTimeoutMs: number,
   log: (line: string) => void,
   files: readonly Migration[],
+  attempt: number,
 ): Promise<string[]> {
   const session = await checkoutFor(pool, 'migrate');
   const { client } = session;
@@ -299,6 +329,7 @@ async function migrateOnce(
     });
     if (verdict && 'refused' in verdict) throw verdict.refused;
     if (verdict) log(`sideeffect: ${verdict.accepted}`);
+    if (pending.length > 0) await lockUpFront(client, schema, pending, lockTimeoutMs, log, attempt);
     const catalog = async (): Promise<Set<string>> =>
       new Set((await client.query<{ item: string }>(CATALOG)).rows.map((row) => row.item));
     // A schema with no migration recorded has no worker of any version on it (each records what
@@ -337,6 +368,11 @@ async function migrateOnce(
     }
     await client.query('commit');
     session.release();
+    if (attempt > 0) {
+      log(
+        `sideeffect: migrate of schema ${schema} applied ${pending.length} migrations on attempt ${attempt + 1}`,
+      );
+    }
     return pending.map((f) => f.name);
   } catch (error) {
     await client.query('rollback').catch(() => {});
@@ -344,6 +380,80 @@ async function migrateOnce(
     if (error instanceof MigrationConflictError) throw error;
     throw new StoreUnavailableError('migrate', error);
   }
+}
+
+/**
+ * Takes every table lock the pending migrations need against running workers, in one order, before
+ * any of them runs: a migration that took them as its statements reached them held one while it
+ * waited for another that a worker's transaction held while queued behind the first.
+ *
+ * Workers take the store's tables in both orders (0.1.0's acquire reads keys before it locks its
+ * resource, its complete the reverse), so whichever table migrate() waits for first, the calls
+ * that arrive meanwhile take the other and queue behind it: a cycle nearly every time under
+ * steady traffic. So it first asks for all of them without waiting (NOWAIT), again and again for
+ * up to lockTimeoutMs, until an instant when no worker's statement holds any: nobody queues
+ * behind a request that never waits. Only then does it wait: the first lock lockTimeoutMs
+ * (nothing of the store is held yet, so no cycle), each later one at most half of
+ * `deadlock_timeout` too, so in a cycle this transaction gives up (and the attempt is retried)
+ * before Postgres picks the worker's as the victim.
+ */
+async function lockUpFront(
+  client: pg.PoolClient,
+  schema: string,
+  pending: readonly Migration[],
+  lockTimeoutMs: number,
+  log: (line: string) => void,
+  attempt: number,
+): Promise<void> {
+  const { rows } = await client.query<{ table: string; cycle_ms: number }>(
+    `select c.relname as table,
+            (select setting::integer from pg_catalog.pg_settings where name = 'deadlock_timeout') as cycle_ms
+       from pg_catalog.pg_class c
+      where c.relnamespace = (select oid from pg_catalog.pg_namespace where nspname = pg_catalog.current_schema())
+        and c.relkind in ('r', 'p') and c.relname not in ('migrations', 'migration_history')`,
+  );
+  // A schema with no store table yet (a fresh one): nobody to wait for, nothing to say.
+  if (rows.length === 0) return;
+  const locks = migrationLocks(
+    pending.map((f) => f.sql),
+    new Set(rows.map((row) => row.table)),
+  );
+  if (attempt === 0) {
+    log(
+      `sideeffect: migrating schema ${schema}: ${pending.map((f) => f.name).join(', ')}${
+        locks.length > 0
+          ? `; locking ${locks.map((l) => `${l.table} (${l.mode})`).join(', ')} first`
+          : ''
+      }`,
+    );
+  }
+  if (locks.length === 0) return;
+  const lockAll = async (nowait: boolean) => {
+    for (const { table, mode } of locks) {
+      await client.query(`lock table only "${table}" in ${mode} mode${nowait ? ' nowait' : ''}`);
+    }
+  };
+  const until = performance.now() + lockTimeoutMs;
+  await client.query('savepoint sideeffect_locks');
+  for (;;) {
+    try {
+      await lockAll(true);
+      await client.query('release savepoint sideeffect_locks');
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== '55P03') throw error;
+      await client.query('rollback to savepoint sideeffect_locks');
+    }
+    if (performance.now() >= until) break;
+    await new Promise((resolve) => setTimeout(resolve, 1 + Math.random() * 4));
+  }
+  await client.query('release savepoint sideeffect_locks');
+  const cycleMs = Math.max(1, Math.min(lockTimeoutMs, Math.floor(rows[0]!.cycle_ms / 2)));
+  for (const [i, { table, mode }] of locks.entries()) {
+    if (i === 1) await client.query(`set local lock_timeout = ${cycleMs}`);
+    await client.query(`lock table only "${table}" in ${mode} mode`);
+  }
+  if (locks.length > 1) await client.query(`set local lock_timeout = ${lockTimeoutMs}`);
 }
 
 /** What a schema holds against what this version ships; see {@link migrationStatus}. */

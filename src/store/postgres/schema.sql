@@ -19,6 +19,7 @@
 --   0014_verdict_db_user.sql
 --   0015_batched_statements.sql
 --   0016_transactional_round_trips.sql
+--   0018_issued_fences_no_batch_waits.sql
 --   0020_planned_functions.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
@@ -153,6 +154,8 @@ declare
   v_fences bigint[];
   v_expires bigint[];
   v_busy text;
+  -- A row of this statement was held past the caller's wait: no key after it waits for one.
+  v_held boolean := false;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   begin
@@ -212,9 +215,14 @@ begin
     o_retry_after_ms := null;
     o_result := null;
     o_reason := null;
-    -- The next keys of a resource whose row was held past the wait would wait for it again.
-    if p_resources[v_ord] is distinct from v_busy then
+    -- The next keys of a resource whose row is held would find it held again: `held`, each.
+    if p_resources[v_ord] is not distinct from v_busy then
+      o_outcome := 'held';
+    else
       begin
+        if v_held then
+          perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        end if;
         select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
                a.o_reason
           into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
@@ -223,6 +231,8 @@ begin
       exception
         when lock_not_available then
           v_busy := p_resources[v_ord];
+          v_held := true;
+          o_outcome := 'held';
         when others then
           null;
       end;
@@ -431,6 +441,8 @@ declare
   v_ord integer;
   v_done integer[];
   v_busy text;
+  -- A row of this statement was held past the caller's wait: no key after it waits for one.
+  v_held boolean := false;
 begin
   perform pg_catalog.set_config('lock_timeout', p_lock_timeout, true);
   if p_operation = 'complete' then
@@ -481,9 +493,12 @@ begin
     o_outcome := 'again';
     o_expires_at_ms := null;
     o_result := null;
-    -- The next keys of a resource whose row was held past the wait would wait for it again.
+    -- The next keys of a resource whose row is held would find it held again.
     if p_resources[v_ord] is distinct from v_busy then
       begin
+        if v_held then
+          perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+        end if;
         case p_operation
           when 'renew' then
             select r.o_outcome, r.o_expires_at_ms into o_outcome, o_expires_at_ms
@@ -508,6 +523,7 @@ begin
       exception
         when lock_not_available then
           v_busy := p_resources[v_ord];
+          v_held := true;
         when others then
           null;
       end;
@@ -656,7 +672,8 @@ declare
 begin
   select fence into v_issued from resources where resource = p_resource;
   -- A probe reads with the fence after the key's last (src/activities), one past the issued one.
-  if p_issued_here and (v_issued is null or p_fence > v_issued + p_at_least::integer) then
+  if (p_issued_here or v_issued is not null or exists (select from resources))
+     and (v_issued is null or p_fence > v_issued + p_at_least::integer) then
     raise exception using
       errcode = 'SE131',
       message = format('sideeffect: fence %s of resource %s was never issued by the store of schema %s',
@@ -965,8 +982,46 @@ CREATE FUNCTION <schema>.tx_burn_fence(p_resource text, p_fence bigint) RETURNS 
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO '<schema>', 'pg_temp'
     AS $$
+declare
+  v_fence bigint;
+  v_holder text;
+  v_xmax bigint;
+  v_next bigint;
+  v_xid bigint;
+  v_status text;
 begin
-  insert into resources (resource) values (p_resource) on conflict do nothing;
+  select fence, holder, xmax::text::bigint into v_fence, v_holder, v_xmax
+    from resources where resource = p_resource;
+  if not found then
+    if p_fence = 1 then
+      insert into resources (resource, fence) values (p_resource, 1) on conflict do nothing;
+    end if;
+    return;
+  end if;
+  if v_holder is not null or v_fence <> p_fence - 1 then
+    return;
+  end if;
+  -- 0: nobody updated or locked the row since its last write. Read without a lock (a lock would
+  -- make this transaction its xmax); the update below checks the fence again under its lock.
+  if v_xmax = 0 then
+    return;
+  end if;
+  -- The 32-bit xmax as a 64-bit transaction id: the epoch of the next one, one epoch back if it
+  -- would lie ahead of it.
+  v_next := pg_catalog.txid_snapshot_xmax(pg_catalog.txid_current_snapshot());
+  v_xid := v_next - v_next % 4294967296 + v_xmax;
+  if v_xid >= v_next then
+    v_xid := v_xid - 4294967296;
+  end if;
+  begin
+    v_status := pg_catalog.txid_status(v_xid);
+  exception when others then
+    -- Not a transaction id this cluster can judge (a multixact, or older than its clog).
+    return;
+  end;
+  if v_status is distinct from 'aborted' then
+    return;
+  end if;
   update resources set fence = p_fence
    where resource = p_resource and holder is null and fence = p_fence - 1;
 end

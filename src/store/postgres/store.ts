@@ -54,6 +54,7 @@ import {
   FIRST_LOOK,
   fromJson,
   GRANTED_ROW,
+  HELD_ROW,
   KEY_SQL,
   type KeyRow,
   toRecord,
@@ -77,6 +78,12 @@ import {
 import { SweepLeader } from './sweep-leader.js';
 import { PgTransactional } from './transactional.js';
 import { ResourceWaiters } from './waiters.js';
+
+/** node-postgres's pool size when none is given. */
+const POOL_DEFAULT_MAX = 10;
+
+/** A first look that found the resource's row held (a shared statement's `held`). */
+const ROW_FOUND_HELD = Symbol('row found held');
 
 /** How a PgStore connects, where its tables are, and which input it refuses. */
 export interface PgStoreOptions extends PoolOptions {
@@ -123,7 +130,9 @@ export interface PgStoreOptions extends PoolOptions {
    * resource's calls queued behind them. The others answer `contended` at once, without a pool
    * connection, with a retry delay past the earliest one's wait. On a resource nobody found held,
    * every call goes in (replays, grants, a live lease's `contended` wait for no row), and looks
-   * first without waiting; only a call that finds the row held waits, if it gets a place.
+   * first without waiting; only a call that finds the row held waits, if it gets a place. Places
+   * over all resources are at most half the pool's connections (at least one), so calls of free
+   * resources always find connections free.
    * @default 1
    */
   waitersPerResource?: number;
@@ -214,7 +223,6 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
         `must be a positive integer, got ${String(waiters)}`,
       );
     }
-    this.#waiters = new ResourceWaiters(waiters, lockWaitMs);
     this.#schema = options.schema ?? defaultSchema();
     this.#transactionPooling = options.transactionPooling === true;
     const named = !this.#transactionPooling;
@@ -223,6 +231,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     const { pool, owned } = openPool(options);
     this.#pool = pool;
     this.#ownsPool = owned;
+    this.#waiters = new ResourceWaiters(waiters, lockWaitMs, pool.options.max ?? POOL_DEFAULT_MAX);
     this.#rows = statementRunner(pool, keySql);
     this.#batches = new KeyBatches({
       pool,
@@ -307,8 +316,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
         answer = pass.placed
           ? await this.#askAcquire(call, this.#lockTimeout)
           : await this.#batches.acquire(call);
+        // A shared statement found the row held without waiting: the first look's answer.
+        if (answer.o_outcome === HELD_ROW) throw ROW_FOUND_HELD;
       } catch (error) {
-        if (!lockWaitExceeded(error)) throw error;
+        if (error !== ROW_FOUND_HELD && !lockWaitExceeded(error)) throw error;
         if (pass.placed) {
           pass.held();
           return { outcome: 'contended', retryAfterMs: this.#lockWaitMs };

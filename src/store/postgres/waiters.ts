@@ -25,6 +25,9 @@ export interface WaiterPass {
  * them for seconds. While a resource is busy, at most `perResource` calls go in at a time and the
  * others are turned away before they take a connection; a resource nobody found held lets every
  * call in (a replay, a grant on a free resource and a live lease's `contended` wait for nothing).
+ * And at most half the pool waits for busy rows at once, whatever the number of busy resources:
+ * with 63 busy resources and one place each, their waits filled a pool of 10 for lockWaitMs at a
+ * time, and a free resource's call queued behind them for hundreds of milliseconds.
  */
 export class ResourceWaiters {
   readonly #gate: KeyedGate<string>;
@@ -33,10 +36,15 @@ export class ResourceWaiters {
   readonly #heldAt = new Map<string, number>();
   /** When each call holding a place on a resource took it. */
   readonly #since = new Map<string, number[]>();
+  /** The most places held at once over all resources. */
+  readonly #maxPlaces: number;
+  #places = 0;
 
-  constructor(perResource: number, lockWaitMs: number) {
+  /** `poolSize`: the connections the store's calls share; half of them (at least one) may wait. */
+  constructor(perResource: number, lockWaitMs: number, poolSize: number) {
     this.#gate = new KeyedGate(perResource);
     this.#lockWaitMs = lockWaitMs;
+    this.#maxPlaces = Math.max(1, Math.floor(poolSize / 2));
   }
 
   /** A call's way in, or undefined when the resource is busy and has all its callers in flight. */
@@ -87,8 +95,10 @@ export class ResourceWaiters {
   }
 
   #take(resource: string): Release | undefined {
+    if (this.#places >= this.#maxPlaces) return undefined;
     const release = this.#gate.tryAcquire(resource);
     if (release === undefined) return undefined;
+    this.#places += 1;
     const at = performance.now();
     const since = this.#since.get(resource);
     if (since) since.push(at);
@@ -97,6 +107,7 @@ export class ResourceWaiters {
     return () => {
       if (left) return;
       left = true;
+      this.#places -= 1;
       release();
       const entries = this.#since.get(resource)!;
       entries.splice(entries.indexOf(at), 1);
