@@ -256,7 +256,8 @@ export class KeyConflictError extends SideEffectError {
  * same key will be granted once the lease ends. Treating it as final loses the action.
  * A PgStore lease call (renew, complete, markUncertain, release) throws it too when the
  * resource's row stayed locked by another transaction past `lockWaitMs`: nothing was written,
- * and the call may be repeated.
+ * and the call may be repeated. So does a PgFencedSink `writeFenced` whose wait for its
+ * resource's mark passed its `lockWaitMs` (`key` is then '', the sink knowing no key).
  */
 export class ContendedError extends SideEffectError {
   readonly code = 'CONTENDED';
@@ -267,7 +268,7 @@ export class ContendedError extends SideEffectError {
     options?: { cause?: unknown },
   ) {
     super(
-      `resource "${resource}" is held by another caller; retry "${key}" in ${retryAfterMs} ms`,
+      `resource "${resource}" is held by another caller; retry ${key === '' ? '' : `"${key}" `}in ${retryAfterMs} ms`,
       options,
     );
   }

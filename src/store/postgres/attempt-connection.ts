@@ -29,6 +29,12 @@ export interface Opened {
   baseline?: string;
 }
 
+/** A key's binding: its resource and payload digest. */
+export interface Binding {
+  resource: string;
+  digest: Buffer;
+}
+
 /**
  * The connection of one transactional attempt, and whether it may go back to the pool: a query
  * that failed, a transaction left open or a session the work changed discards it instead, so
@@ -56,6 +62,20 @@ export class AttemptConnection {
 
   get client(): pg.PoolClient {
     return this.#session.client;
+  }
+
+  /**
+   * Whether the connection was reported lost (the server ended the backend: a TTL cut of an idle
+   * transaction, the store's deadline) while no query of ours ran: its transaction rolled back
+   * with it, and nothing sent on it from now on can commit.
+   */
+  get lost(): boolean {
+    return this.#session.lost !== undefined;
+  }
+
+  /** What the connection was reported lost with. */
+  get lostCause(): unknown {
+    return this.#session.lost;
   }
 
   /** Whether a query of this attempt failed (a lock wait given up, or a refusal of tx_finish(), aside). */
@@ -118,6 +138,34 @@ export class AttemptConnection {
     } catch {
       return false;
     }
+  }
+
+  /**
+   * The key's binding as recorded, read on this connection after the attempt rolled back: asked
+   * through the pool instead, a burst of failing effects held every connection while each waited
+   * for another, and the worker's every store call with them.
+   */
+  async binding(key: string): Promise<Binding | undefined> {
+    const { rows } = await this.client
+      .query<Binding>(`select resource, digest from ${this.#schema}.keys where key = $1`, [key])
+      .catch((error: unknown) => {
+        this.#broken = true;
+        throw storeError(OPERATION, error);
+      });
+    return rows[0];
+  }
+
+  /**
+   * After work that rolled the grant back: its fence may have been used by what the work wrote
+   * after the ROLLBACK (committed on its own), so the resource moves past it unless someone holds
+   * it or has moved it already. On this connection, after the attempt's rollback; best effort.
+   */
+  async burnFence(resource: string, fence: number): Promise<void> {
+    await this.client
+      .query(`select from ${this.#schema}.tx_burn_fence($1, $2)`, [resource, fence])
+      .catch(() => {
+        this.#broken = true;
+      });
   }
 
   /** Gives the connection back, or discards it if it is unfit or the attempt's deadline fired. */

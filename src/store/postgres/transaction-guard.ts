@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type pg from 'pg';
+import pg from 'pg';
 import { TransactionEndedError, TransactionMisuseError } from '../../core/errors.js';
 
 /**
@@ -189,9 +189,12 @@ export const POOLED_AFTER_ROLLBACK = `select pg_catalog.pg_advisory_unlock_all()
 
 /**
  * Ends the transaction at its TTL whatever the work set (`statement_timeout = 0`, an idle
- * transaction with its timeout off): at the deadline, another connection terminates the backend,
- * only while it still runs this transaction (its xid), so a connection given back and reused is
- * never touched. Returns the disarm, and whether it fired.
+ * transaction with its timeout off): at the deadline, a connection of its own (opened then, with
+ * the pool's settings, never one of the pool's) terminates the backend, only while it still runs
+ * this transaction (its xid), so a connection given back and reused is never touched. Asked
+ * through the pool, the termination waited for a free connection: with every one held by
+ * stalled holders it never came, and they ran on past their TTL and committed. Returns the
+ * disarm, and whether it fired.
  */
 export function armDeadline(
   pool: pg.Pool,
@@ -200,16 +203,9 @@ export function armDeadline(
   let fired = false;
   const timer = setTimeout(() => {
     fired = true;
-    pool
-      .query(
-        `select pg_catalog.pg_terminate_backend(pid) from pg_catalog.pg_stat_activity
-          where pid operator(pg_catalog.=) $1::int
-            and backend_xid::text::bigint operator(pg_catalog.=) ($2::bigint operator(pg_catalog.%) 4294967296)`,
-        [options.pid, options.xid],
-      )
-      .catch(() => {
-        // The database unreachable: its own timeouts, or the lost connection, end the transaction.
-      });
+    terminate(pool, options).catch(() => {
+      // The database unreachable: its own timeouts, or the lost connection, end the transaction.
+    });
   }, options.ms);
   timer.unref?.();
   return {
@@ -218,4 +214,21 @@ export function armDeadline(
       return fired;
     },
   };
+}
+
+/** Terminates the backend `pid` while it runs transaction `xid`, on a connection of its own. */
+async function terminate(pool: pg.Pool, options: { pid: number; xid: string }): Promise<void> {
+  const client = new pg.Client(pool.options);
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query(
+      `select pg_catalog.pg_terminate_backend(pid) from pg_catalog.pg_stat_activity
+        where pid operator(pg_catalog.=) $1::int
+          and backend_xid::text::bigint operator(pg_catalog.=) ($2::bigint operator(pg_catalog.%) 4294967296)`,
+      [options.pid, options.xid],
+    );
+  } finally {
+    await client.end().catch(() => {});
+  }
 }
