@@ -359,15 +359,17 @@ export class TransactionEndedError extends SideEffectError {
  * a `writeFenced`/`readFenced` of a PgFencedSink (a second connection, which waits on the
  * resource's sink mark that this transaction holds: a deadlock until the TTL kills the holder),
  * or, through a transaction-mode pooler, session state that would outlive the commit (a session
- * advisory lock, a SQL `PREPARE`, a temporary table) and reach the pooler's next client.
- * Refused at once, the transaction rolled back, nothing recorded; never retried, since the same
- * work would do the same again. `misuse` says which.
+ * advisory lock, a SQL `PREPARE`, a temporary table) and reach the pooler's next client, or a
+ * `session_replication_role` other than the connection's, under which the store's record of the
+ * key would commit without its triggers (`commit-settings`). Refused at once, the transaction
+ * rolled back, nothing recorded; never retried, since the same work would do the same again.
+ * `misuse` says which.
  */
 export class TransactionMisuseError extends SideEffectError {
   readonly code = 'TRANSACTION_MISUSE';
   constructor(
     readonly key: string,
-    readonly misuse: 'fenced-sink' | 'session-state',
+    readonly misuse: 'fenced-sink' | 'session-state' | 'commit-settings',
     detail: string,
     options?: { cause?: unknown },
   ) {

@@ -7,6 +7,7 @@ import {
   finishTransaction,
   type OpenTransaction,
   openTransaction,
+  SETTLED,
   sessionState,
 } from './transaction-sql.js';
 
@@ -100,21 +101,36 @@ export class AttemptConnection {
   }
 
   /**
-   * Puts the session back, writes the key and commits, in one round trip
+   * Writes the key, commits, and puts the session back, in one round trip
    * ({@link finishTransaction}); the key's commit time (epoch ms). A failure leaves the
-   * transaction to be rolled back, unless the connection is gone.
+   * transaction to be rolled back, unless the connection is gone or the failure came after the
+   * COMMIT ({@link recorded} tells).
    */
   async finish(options: Omit<FinishTransaction, 'pooled'>): Promise<string> {
     const results = await this.#query(
       finishTransaction(this.#schema, { ...options, pooled: this.#pooled }),
     );
     this.#open = false;
-    const { o_session, o_at_ms } = results.at(-2)!.rows[0] as {
-      o_session: string;
-      o_at_ms: string;
-    };
-    if (o_session !== this.#sessionBefore) this.#changed = true;
-    return o_at_ms;
+    const { at_ms } = results[SETTLED]!.rows[0] as { at_ms: string };
+    if (results.at(-1)!.rows[0]!.session !== this.#sessionBefore) this.#changed = true;
+    return at_ms;
+  }
+
+  /**
+   * The commit time of the key recorded done at this fence, read after a finish that failed: a
+   * statement after its COMMIT (the session's reset) failing leaves the effect committed, and the
+   * connection's session unknown, so it is not given back.
+   */
+  async recorded(key: string, fence: number): Promise<string | undefined> {
+    const { rows } = await this.client
+      .query<{ at_ms: string }>(
+        `select ${this.#schema}.epoch_ms(updated_at) as at_ms from ${this.#schema}.keys
+          where key = $1 and fence = $2 and state = 'done'`,
+        [key, fence],
+      )
+      .catch(() => ({ rows: [] as { at_ms: string }[] }));
+    if (rows[0]) this.#changed = true;
+    return rows[0]?.at_ms;
   }
 
   /**

@@ -302,7 +302,7 @@ export class PgTransactional {
           prepared: opened.o_prepared,
         });
       } catch (error) {
-        return await this.#unfinished(error, a, fence, connection);
+        return await this.#unfinished(error, a, fence, ttlMs, payload, connection);
       }
       // The lease ended with the commit that recorded the result.
       const lease = { resource: a.resource, fence, ttlMs, expiresAt: int(completedAt) };
@@ -317,17 +317,20 @@ export class PgTransactional {
   }
 
   /**
-   * The answer of an attempt whose finish (the reset, the key's write and COMMIT, one round trip)
-   * failed. A refusal of tx_finish() came before the COMMIT; any other error did not commit either
-   * when the ROLLBACK after it gets through (an error ends a simple query, and COMMIT is its last
-   * statement; a COMMIT that fails, a deferred check's or a serialization failure, rolls back). A
-   * connection lost on the way may have committed: thrown, as the COMMIT's own failure always
-   * was, never called `failed`.
+   * The answer of an attempt whose finish (the key's write, COMMIT and the session's reset, one
+   * round trip) failed. A refusal of tx_settle() came before the COMMIT. Any other error with the
+   * connection still there either came before the COMMIT or from the COMMIT itself (a deferred
+   * check's or a serialization failure rolls it back): nothing committed, unless the key is found
+   * recorded at this attempt's fence (a statement of the reset after the COMMIT failed): then the
+   * effect is applied. A connection lost on the way may have committed: thrown, as the COMMIT's
+   * own failure always was, never called `failed`.
    */
   async #unfinished(
     error: unknown,
     a: Required<Action>,
     fence: number,
+    ttlMs: number,
+    payload: Uint8Array,
     connection: AttemptConnection,
   ): Promise<Execution | typeof LOST_RACE> {
     const refusal = finishRefusal(error);
@@ -347,6 +350,22 @@ export class PgTransactional {
             `behind a transaction-mode pooler the work may change only transaction-local state; it left ${refusal.detail}, which the pooler's next client would get`,
           ),
         };
+      case 'SE164':
+        return {
+          outcome: 'failed',
+          error: new TransactionMisuseError(
+            a.key,
+            'commit-settings',
+            `the work set ${refusal.detail}: the store's record of the key would commit without its triggers`,
+            { cause: error },
+          ),
+        };
+    }
+    if (!rolledBack) throw error;
+    const committedAt = await connection.recorded(a.key, fence);
+    if (committedAt !== undefined) {
+      const lease = { resource: a.resource, fence, ttlMs, expiresAt: int(committedAt) };
+      return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
     }
     if (!rolledBack) throw error;
     return { outcome: 'failed', error };
