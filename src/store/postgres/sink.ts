@@ -10,7 +10,7 @@ import {
 import type { FencedSink } from '../../core/store.js';
 import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
-import { checkoutFor, isLockNotAvailable, storeError } from './session.js';
+import { checkoutFor, isLockNotAvailable, runStatement, storeError } from './session.js';
 import {
   defaultSchema,
   int,
@@ -316,8 +316,11 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   /** The highest fence this sink accepted for `resource`, 0 if none: what a probe or test reads. */
   async highestFence(resource: string): Promise<Fence> {
     checkText('resource', resource, this.#maxResourceBytes);
-    const { rows } = await unavailable('highestFence', () =>
-      this.#pool.query<{ fence: string }>({ ...this.#sql.highest, values: [resource] }),
+    const rows = await runStatement<{ fence: string }>(
+      this.#pool,
+      'highestFence',
+      this.#sql.highest,
+      [resource],
     );
     return rows[0] ? int(rows[0].fence) : 0;
   }
