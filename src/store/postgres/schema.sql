@@ -973,21 +973,25 @@ CREATE FUNCTION <schema>.tx_commit_check() RETURNS trigger
     SET search_path TO '<schema>', 'pg_temp'
     AS $$
 declare
-  v_checked timestamptz;
+  v_key text := nullif(pg_catalog.current_setting('sideeffect.transactional_key', true), '');
 begin
-  select g.checked_at into v_checked from tx_grants g where g.xid = new.xid;
-  if not found then
-    return null;
+  if v_key is not null then
+    perform from keys where key = v_key and resource = new.resource and fence = new.fence;
+    if not found then
+      if pg_catalog.current_setting('sideeffect.constraints_early', true) = '1' then
+        perform pg_catalog.set_config('sideeffect.rearm', new.resource, true);
+        set constraints tx_commits_its_key deferred;
+        update resources set fence = fence where resource = new.resource;
+        perform pg_catalog.set_config('sideeffect.rearm', '', true);
+        return null;
+      end if;
+      raise exception using
+        errcode = 'SE021',
+        message = pg_catalog.format('sideeffect: the transaction of transactional key %s ended before the key was recorded', v_key),
+        hint = 'Run the effect''s statements on the transaction it is given; never COMMIT or ROLLBACK it.';
+    end if;
   end if;
-  if v_checked is distinct from pg_catalog.statement_timestamp() then
-    set constraints tx_commits_its_key deferred;
-    update tx_grants set checked_at = pg_catalog.statement_timestamp() where xid = new.xid;
-    return null;
-  end if;
-  raise exception using
-    errcode = 'SE021',
-    message = pg_catalog.format('sideeffect: the transaction of transactional key %s ended before the key was recorded', new.key),
-    hint = 'Run the effect''s statements on the transaction it is given; never COMMIT or ROLLBACK it.';
+  return null;
 end
 $$;
 
@@ -1031,6 +1035,30 @@ begin
   o_session := tx_session_state(p_user, p_search_path);
   o_at_ms := tx_settle(p_key, p_resource, p_digest, p_fence, p_retry_safety, p_result, p_xid,
                        p_ttl, p_remaining, p_pooled, p_temp, p_prepared);
+end
+$$;
+
+-- FUNCTION tx_grant_check()
+CREATE FUNCTION <schema>.tx_grant_check() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_checked timestamptz;
+begin
+  select g.checked_at into v_checked from tx_grants g where g.xid = new.xid;
+  if not found then
+    return null;
+  end if;
+  if v_checked is distinct from pg_catalog.statement_timestamp() then
+    set constraints tx_grant_recorded deferred;
+    update tx_grants set checked_at = pg_catalog.statement_timestamp() where xid = new.xid;
+    return null;
+  end if;
+  raise exception using
+    errcode = 'SE021',
+    message = pg_catalog.format('sideeffect: the transaction of transactional key %s ended before the key was recorded', new.key),
+    hint = 'Run the effect''s statements on the transaction it is given; never COMMIT or ROLLBACK it.';
 end
 $$;
 
@@ -1447,8 +1475,11 @@ CREATE INDEX pending_verdicts_pending ON <schema>.pending_verdicts USING btree (
 -- TRIGGER events events_db_user
 CREATE TRIGGER events_db_user BEFORE INSERT ON <schema>.events FOR EACH ROW EXECUTE FUNCTION <schema>.events_db_user();
 
--- TRIGGER tx_grants tx_commits_its_key
-CREATE CONSTRAINT TRIGGER tx_commits_its_key AFTER INSERT OR UPDATE ON <schema>.tx_grants DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION <schema>.tx_commit_check();
+-- TRIGGER resources tx_commits_its_key
+CREATE CONSTRAINT TRIGGER tx_commits_its_key AFTER UPDATE OF fence ON <schema>.resources DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (((new.holder IS NULL) AND ((new.fence > old.fence) OR (current_setting('sideeffect.rearm'::text, true) = new.resource)))) EXECUTE FUNCTION <schema>.tx_commit_check();
+
+-- TRIGGER tx_grants tx_grant_recorded
+CREATE CONSTRAINT TRIGGER tx_grant_recorded AFTER INSERT OR UPDATE ON <schema>.tx_grants DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION <schema>.tx_grant_check();
 
 -- FK CONSTRAINT pending_verdicts pending_verdicts_key_fkey
 ALTER TABLE ONLY <schema>.pending_verdicts
@@ -1547,6 +1578,9 @@ REVOKE ALL ON FUNCTION <schema>.tx_durability(p_level text) FROM PUBLIC;
 
 -- ACL FUNCTION tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint) FROM PUBLIC;
+
+-- ACL FUNCTION tx_grant_check()
+REVOKE ALL ON FUNCTION <schema>.tx_grant_check() FROM PUBLIC;
 
 -- ACL FUNCTION tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint) FROM PUBLIC;

@@ -5,6 +5,7 @@
 -- the work could write both, and disarm the check with one set_config(). Now tx_open() writes the
 -- grant's row into tx_grants, which no role but the owner writes, and a deferred constraint
 -- trigger on that row refuses any commit that reaches it before the store's finish deleted it.
+-- No table of an earlier version is altered or locked.
 -- And the finish no longer resets the work's settings before the COMMIT (PgStore resets the
 -- session after it): the store's record raises a synchronous_commit the work lowered, and
 -- refuses a session_replication_role it changed (SE164). Same signatures: a 0.2.0 worker's
@@ -29,8 +30,10 @@ create table tx_grants (
 -- work's SET CONSTRAINTS ... IMMEDIATE, it defers itself again to the commit (issue 31): its
 -- constraint set back to DEFERRED and its event queued anew by touching the row. A commit fires
 -- the event it queued in the same loop, within the same statement: a second firing in one
--- statement is the commit's, and is refused.
-create or replace function tx_commit_check() returns trigger
+-- statement is the commit's, and is refused. 0011's check on resources stays for the workers of
+-- 0.2.0 still running (it judges only a grant that set its key setting, which this version's
+-- tx_open() no longer does); a later migration drops it.
+create function tx_grant_check() returns trigger
   language plpgsql
   set search_path from current
 as $$
@@ -42,7 +45,7 @@ begin
     return null;
   end if;
   if v_checked is distinct from pg_catalog.statement_timestamp() then
-    set constraints tx_commits_its_key deferred;
+    set constraints tx_grant_recorded deferred;
     update tx_grants set checked_at = pg_catalog.statement_timestamp() where xid = new.xid;
     return null;
   end if;
@@ -53,17 +56,16 @@ begin
 end
 $$;
 
-drop trigger tx_commits_its_key on resources;
-
-create constraint trigger tx_commits_its_key
+create constraint trigger tx_grant_recorded
   after insert or update on tx_grants
   deferrable initially deferred
   for each row
-  execute function tx_commit_check();
+  execute function tx_grant_check();
 
 -- A transactional effect's bounds, local to its transaction (0016): no statement and no pause
 -- longer than the TTL, on Postgres 17 and later not the whole transaction either. p_key is no
--- longer read (the commit check reads tx_grants); kept for 0016's signature.
+-- longer set as `sideeffect.transactional_key` (the commit check reads tx_grants); kept for
+-- 0016's signature.
 create or replace function tx_bounds(p_key text, p_ttl text, p_remaining text) returns text
   language plpgsql
   set search_path from current
