@@ -1017,15 +1017,6 @@ begin
 end
 $$;
 
--- FUNCTION tx_durability(text)
-CREATE FUNCTION <schema>.tx_durability(p_level text) RETURNS integer
-    LANGUAGE sql IMMUTABLE SECURITY DEFINER
-    SET search_path TO '<schema>', 'pg_temp'
-    AS $$
-  select pg_catalog.array_position(array['off', 'local', 'remote_write', 'on', 'remote_apply'],
-                                   p_level)
-$$;
-
 -- FUNCTION tx_finish(text, text, bytea, bigint, text, bytea, bigint, text, text, text, text, boolean, bigint, bigint)
 CREATE FUNCTION <schema>.tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1226,6 +1217,7 @@ declare
   v_set text;
   v_same boolean;
   v_at_ms bigint;
+  v_levels constant text[] := array['off', 'local', 'remote_write', 'on', 'remote_apply'];
   g tx_grants;
 begin
   if p_pooled then
@@ -1263,7 +1255,9 @@ begin
         detail = pg_catalog.format('session_replication_role %s (the connection''s: %s)',
                                    pg_catalog.current_setting('session_replication_role'), g.session_replication_role);
     end if;
-    if tx_durability(pg_catalog.current_setting('synchronous_commit')) < tx_durability(g.synchronous_commit) then
+    -- The levels from weakest to strongest: a weaker one than the grant's is raised.
+    if pg_catalog.array_position(v_levels, pg_catalog.current_setting('synchronous_commit'))
+       < pg_catalog.array_position(v_levels, g.synchronous_commit) then
       v_set := pg_catalog.set_config('synchronous_commit', g.synchronous_commit, true);
     end if;
   end if;
@@ -1572,9 +1566,6 @@ REVOKE ALL ON FUNCTION <schema>.tx_commit_check() FROM PUBLIC;
 
 -- ACL FUNCTION tx_complete(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, OUT o_outcome text, OUT o_at_ms bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_complete(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, OUT o_outcome text, OUT o_at_ms bigint) FROM PUBLIC;
-
--- ACL FUNCTION tx_durability(p_level text)
-REVOKE ALL ON FUNCTION <schema>.tx_durability(p_level text) FROM PUBLIC;
 
 -- ACL FUNCTION tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint) FROM PUBLIC;

@@ -148,16 +148,6 @@ begin
 end
 $$;
 
--- How strongly a synchronous_commit value waits for the commit to be kept, weakest first.
-create function tx_durability(p_level text) returns integer
-  language sql
-  immutable
-  set search_path from current
-as $$
-  select pg_catalog.array_position(array['off', 'local', 'remote_write', 'on', 'remote_apply'],
-                                   p_level)
-$$;
-
 -- The store's record of a transactional effect, inside the work's transaction with the work's
 -- settings still in force, just before its COMMIT: 0016's checks behind a transaction-mode
 -- pooler (SE163) and the work's session advisory locks released; the bounds set again for what
@@ -190,6 +180,7 @@ declare
   v_set text;
   v_same boolean;
   v_at_ms bigint;
+  v_levels constant text[] := array['off', 'local', 'remote_write', 'on', 'remote_apply'];
   g tx_grants;
 begin
   if p_pooled then
@@ -227,7 +218,9 @@ begin
         detail = pg_catalog.format('session_replication_role %s (the connection''s: %s)',
                                    pg_catalog.current_setting('session_replication_role'), g.session_replication_role);
     end if;
-    if tx_durability(pg_catalog.current_setting('synchronous_commit')) < tx_durability(g.synchronous_commit) then
+    -- The levels from weakest to strongest: a weaker one than the grant's is raised.
+    if pg_catalog.array_position(v_levels, pg_catalog.current_setting('synchronous_commit'))
+       < pg_catalog.array_position(v_levels, g.synchronous_commit) then
       v_set := pg_catalog.set_config('synchronous_commit', g.synchronous_commit, true);
     end if;
   end if;
