@@ -256,7 +256,8 @@ export class KeyConflictError extends SideEffectError {
  * same key will be granted once the lease ends. Treating it as final loses the action.
  * A PgStore lease call (renew, complete, markUncertain, release) throws it too when the
  * resource's row stayed locked by another transaction past `lockWaitMs`: nothing was written,
- * and the call may be repeated.
+ * and the call may be repeated. So does a PgFencedSink `writeFenced` whose wait for its
+ * resource's mark passed its `lockWaitMs` (`key` is then '', the sink knowing no key).
  */
 export class ContendedError extends SideEffectError {
   readonly code = 'CONTENDED';
@@ -267,7 +268,7 @@ export class ContendedError extends SideEffectError {
     options?: { cause?: unknown },
   ) {
     super(
-      `resource "${resource}" is held by another caller; retry "${key}" in ${retryAfterMs} ms`,
+      `resource "${resource}" is held by another caller; retry ${key === '' ? '' : `"${key}" `}in ${retryAfterMs} ms`,
       options,
     );
   }
@@ -358,15 +359,17 @@ export class TransactionEndedError extends SideEffectError {
  * a `writeFenced`/`readFenced` of a PgFencedSink (a second connection, which waits on the
  * resource's sink mark that this transaction holds: a deadlock until the TTL kills the holder),
  * or, through a transaction-mode pooler, session state that would outlive the commit (a session
- * advisory lock, a SQL `PREPARE`, a temporary table) and reach the pooler's next client.
- * Refused at once, the transaction rolled back, nothing recorded; never retried, since the same
- * work would do the same again. `misuse` says which.
+ * advisory lock, a SQL `PREPARE`, a temporary table) and reach the pooler's next client, or a
+ * `session_replication_role` other than the connection's, under which the store's record of the
+ * key would commit without its triggers (`commit-settings`). Refused at once, the transaction
+ * rolled back, nothing recorded; never retried, since the same work would do the same again.
+ * `misuse` says which.
  */
 export class TransactionMisuseError extends SideEffectError {
   readonly code = 'TRANSACTION_MISUSE';
   constructor(
     readonly key: string,
-    readonly misuse: 'fenced-sink' | 'session-state',
+    readonly misuse: 'fenced-sink' | 'session-state' | 'commit-settings',
     detail: string,
     options?: { cause?: unknown },
   ) {

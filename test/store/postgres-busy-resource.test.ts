@@ -9,10 +9,10 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type Action,
+  ContendedError,
   isNotApplied,
   type Lease,
   Runner,
-  StoreUnavailableError,
 } from '../../src/core/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
 import { PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
@@ -139,8 +139,13 @@ describe.each(['on', 'off'] as const satisfies BatchingMode[])('batching %s', (b
               wrote = true;
             }),
           );
-          expect(error).toBeInstanceOf(StoreUnavailableError);
-          expect(error).toMatchObject({ cause: { code: '55P03' } });
+          // The resource busy, not the store down: contended, as the store answers it.
+          expect(error).toBeInstanceOf(ContendedError);
+          expect(error).toMatchObject({
+            resource: a.resource,
+            retryAfterMs: LOCK_WAIT_MS,
+            cause: { code: '55P03' },
+          });
           // Nothing was written: the Runner releases the key instead of marking it uncertain.
           expect(isNotApplied(error)).toBe(true);
           expect(wrote).toBe(false);
@@ -239,7 +244,7 @@ describe("writeFenced's bound", () => {
     });
     await held;
     const second = await sink.writeFenced('twice', 1, async () => {}).catch((e: unknown) => e);
-    expect(second).toMatchObject({ code: 'STORE_UNAVAILABLE', cause: { code: '55P03' } });
+    expect(second).toMatchObject({ code: 'CONTENDED', cause: { code: '55P03' } });
     expect(isNotApplied(second)).toBe(false);
     finish();
     await first;
@@ -249,7 +254,7 @@ describe("writeFenced's bound", () => {
       await tx.query('begin');
       await tx.query(`select from sink_fences where resource = 'twice' for update`);
       const alone = await sink.writeFenced('twice', 2, async () => {}).catch((e: unknown) => e);
-      expect(alone).toMatchObject({ code: 'STORE_UNAVAILABLE', cause: { code: '55P03' } });
+      expect(alone).toMatchObject({ code: 'CONTENDED', cause: { code: '55P03' } });
       expect(isNotApplied(alone)).toBe(true);
     } finally {
       await tx.query('rollback');

@@ -5,8 +5,9 @@
  * the next user of the pool must see the session as it was before. Through PgBouncer (transaction
  * mode) discarding the client connection does nothing, so the bouncer's next client, on the same
  * server connection, must see the server's defaults, and what would outlive the commit there is
- * refused. The store's own statements after the work must run with the connection's settings,
- * never the work's: a trigger on the keys table records what the key's insert ran with.
+ * refused. The work's settings hold through its COMMIT (issue 39), except what would weaken the
+ * store's record of the key: a trigger on the keys table records what the key's insert ran with
+ * (a lowered synchronous_commit raised, session_replication_role refused).
  */
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -53,8 +54,11 @@ const CHANGES: [string, string][] = [
   ],
   ['all of them at once, with SET LOCAL too', ''],
 ];
+/** Refused (TRANSACTION_MISUSE) rather than applied: the store's record would skip its triggers. */
+const REFUSED = 'set session_replication_role = replica';
 const ALL = CHANGES.slice(0, -1)
   .map(([, sql]) => sql)
+  .filter((sql) => sql !== REFUSED)
   .join('; ');
 
 describe('PgStore transactional effects give the connection back as it came out', () => {
@@ -87,7 +91,7 @@ describe('PgStore transactional effects give the connection back as it came out'
     };
 
   for (const [name, sql] of CHANGES) {
-    it(`${name}: the next user of a pool of one sees the session as before, and the key was written with the connection's settings`, async () => {
+    it(`${name}: the next user of a pool of one sees the session as before, and the key was written no less durably than the connection's settings`, async () => {
       const pool = new pg.Pool({ ...h.db.config, max: 1 });
       pool.on('error', () => {});
       try {
@@ -103,19 +107,29 @@ describe('PgStore transactional effects give the connection back as it came out'
           { key, resource: `r-${seq}`, payload: bytes('p') },
           effect(key, change),
         );
-        expect(done.outcome).toBe('applied');
-        expect((await h.db.pool.query('select 1 from ledger where key = $1', [key])).rowCount).toBe(
-          1,
-        );
-        expect(await view()).toEqual(before);
-        // The store's own write of the key ran with the connection's settings, not the work's.
+        const kept = (await h.db.pool.query('select 1 from ledger where key = $1', [key])).rowCount;
         const { rows } = await h.db.pool.query('select * from seen where key = $1', [key]);
+        if (sql === REFUSED) {
+          expect(done.outcome).toBe('failed');
+          if (done.outcome === 'failed')
+            expect(done.error).toMatchObject({
+              code: 'TRANSACTION_MISUSE',
+              misuse: 'commit-settings',
+            });
+          expect(kept).toBe(0);
+          expect(rows).toEqual([]);
+          expect(await view()).toEqual(before);
+          return;
+        }
+        expect(done.outcome).toBe('applied');
+        expect(kept).toBe(1);
+        expect(await view()).toEqual(before);
+        // The store's own write of the key ran with the work's settings, its durability raised
+        // back to the connection's.
         expect(rows).toHaveLength(1);
         expect(rows[0]).toMatchObject({
           synchronous_commit: before.synchronous_commit,
           replication_role: before.replication_role,
-          tenant: before.tenant,
-          work_mem: before.work_mem,
         });
         // The store's functions run with their own pinned path (the schema, then pg_temp).
         expect(rows[0].search_path.replace(/, pg_temp$/, '')).toBe(before.search_path);
@@ -210,7 +224,7 @@ describe('through PgBouncer (transaction mode), the bouncer next client gets the
     }
   };
 
-  it('session-level SETs (search_path, statement_timeout, a custom setting) are put back before the commit; SET LOCAL works as usual', async () => {
+  it('session-level SETs (search_path, statement_timeout, a custom setting) are put back after the commit; SET LOCAL works as usual', async () => {
     const { done, rows, before, after } = await run(
       `set search_path = pg_catalog; set app.tenant = 't'; set local work_mem = '64MB'; set synchronous_commit = off; set statement_timeout = '1ms'`,
     );
@@ -219,7 +233,7 @@ describe('through PgBouncer (transaction mode), the bouncer next client gets the
     expect(after).toEqual(before);
   });
 
-  it('LISTEN is undone before the commit', async () => {
+  it('LISTEN is undone in the same round trip as the commit', async () => {
     const { done, after, before } = await run('listen leaked_channel');
     expect(done.outcome).toBe('applied');
     expect(after).toEqual(before);
@@ -239,4 +253,79 @@ describe('through PgBouncer (transaction mode), the bouncer next client gets the
       expect(after).toEqual(before);
     });
   }
+});
+
+describe("the work's transaction-local settings hold through its own COMMIT (issue 39)", () => {
+  let h: PgHarness;
+  const role = `tx_tenant_${process.pid}`;
+  beforeEach(async () => {
+    h = await pgHarness('pg_tx_commit_settings', { movableClock: false });
+    const s = h.db.schema;
+    await h.db.pool.query(`
+      create table ledger (key text not null);
+      create table committed_with (key text, uid text, sync text, tz text, who text);
+      create function record_commit() returns trigger language plpgsql as $$ begin
+        insert into "${s}".committed_with values (new.key,
+          coalesce(current_setting('app.uid', true), ''), current_setting('synchronous_commit'),
+          current_setting('TimeZone'), current_user);
+        return null; end $$;
+      create constraint trigger record_commit after insert on ledger
+        deferrable initially deferred for each row execute function record_commit();
+      drop role if exists ${role};
+      create role ${role};
+      grant usage on schema "${s}" to ${role};
+      grant insert on ledger, committed_with to ${role};
+    `);
+  });
+  afterEach(async () => {
+    await h.close();
+    await h.db.pool.query(`drop role if exists ${role}`).catch(() => {});
+  });
+
+  const WORK = (key: string, sync: string) =>
+    `set local app.uid = 'alice'; set local synchronous_commit = ${sync}; set local timezone = 'Asia/Tokyo'; set local role ${role}; insert into "${h.db.schema}".ledger values ('${key}')`;
+  const seenAtCommit = async (key: string) =>
+    (await h.db.pool.query('select uid, sync, tz, who from committed_with where key = $1', [key]))
+      .rows;
+
+  it('a deferred trigger sees the same settings and role as after a plain transaction', async () => {
+    const plain = await h.db.pool.connect();
+    try {
+      await plain.query('begin');
+      await plain.query(WORK('plain', 'remote_apply'));
+      await plain.query('commit');
+    } finally {
+      plain.release(true);
+    }
+    const store = new PgStore({ pool: h.db.pool, schema: h.db.schema });
+    const done = await new Runner(store, { ttlMs: TTL }).executeInTransaction<pg.PoolClient>(
+      { key: 'effect', resource: 'r-commit' },
+      async ({ tx }) => {
+        await tx.query(WORK('effect', 'remote_apply'));
+        return { payload: bytes('ok') };
+      },
+    );
+    expect(done.outcome).toBe('applied');
+    const expected = [{ uid: 'alice', sync: 'remote_apply', tz: 'Asia/Tokyo', who: role }];
+    expect(await seenAtCommit('plain')).toEqual(expected);
+    expect(await seenAtCommit('effect')).toEqual(expected);
+    expect((await store.inspect('effect'))?.state).toBe('done');
+  });
+
+  it("a synchronous_commit the work lowered is raised to the connection's for the commit that records the key", async () => {
+    const store = new PgStore({ pool: h.db.pool, schema: h.db.schema });
+    const own = (await h.db.pool.query(`select current_setting('synchronous_commit') as s`)).rows[0]
+      .s;
+    const done = await new Runner(store, { ttlMs: TTL }).executeInTransaction<pg.PoolClient>(
+      { key: 'lowered', resource: 'r-lowered' },
+      async ({ tx }) => {
+        await tx.query(WORK('lowered', 'off'));
+        return { payload: bytes('ok') };
+      },
+    );
+    expect(done.outcome).toBe('applied');
+    expect(await seenAtCommit('lowered')).toEqual([
+      { uid: 'alice', sync: own, tz: 'Asia/Tokyo', who: role },
+    ]);
+  });
 });

@@ -1,6 +1,6 @@
 /**
  * The pure parts of what keeps a transactional effect's work inside the store's transaction: which
- * SQL text ends the transaction (never sent) or checks constraints early (marked), and how a
+ * SQL text ends the transaction (never sent), read as Postgres's lexer reads it, and how a
  * refused misuse reaches Temporal: non-retryable, since the same work would do it again and each
  * attempt could leave what it wrote outside the transaction behind.
  */
@@ -13,7 +13,7 @@ import {
   TransactionMisuseError,
 } from '../../src/core/errors.js';
 import { SideEffectFailureType } from '../../src/protocol/failures.js';
-import { endsTransaction, setsConstraints } from '../../src/store/postgres/transaction-guard.js';
+import { endsTransaction } from '../../src/store/postgres/transaction-guard.js';
 
 describe('statements that end the transaction', () => {
   it.each([
@@ -55,11 +55,25 @@ describe('statements that end the transaction', () => {
     expect(endsTransaction(text)).toBe(false);
   });
 
-  it('SET CONSTRAINTS is recognized outside strings and comments only', () => {
-    expect(setsConstraints('set constraints all immediate')).toBe(true);
-    expect(setsConstraints('insert into t values (1); SET  CONSTRAINTS fk immediate')).toBe(true);
-    expect(setsConstraints("select 'set constraints all immediate'")).toBe(false);
-    expect(setsConstraints('-- set constraints all immediate\nselect 1')).toBe(false);
+  it.each([
+    // Postgres allows `$` inside an identifier: `x$a$` opens no dollar quote (issue 39).
+    'select 1 as x$a$; rollback; select 1 as y$a$',
+    // With standard_conforming_strings off a backslash escapes in a plain string.
+    "set standard_conforming_strings = off; select 'a\\''; rollback; select 'x'",
+    // Block comments nest.
+    '/* a /* b */ ; */ rollback',
+    'select 1 /* /* */ */; commit',
+  ])('%j ends it, however it is quoted', (text) => {
+    expect(endsTransaction(text)).toBe(true);
+  });
+
+  it.each([
+    'select $a$ ; rollback ; $a$',
+    'select 1 as x$a$',
+    'select $1::text',
+    '/* a /* ; rollback */ still a comment */ select 1',
+  ])('%j does not, read as Postgres reads it', (text) => {
+    expect(endsTransaction(text)).toBe(false);
   });
 });
 

@@ -7,6 +7,7 @@ import {
   finishTransaction,
   type OpenTransaction,
   openTransaction,
+  SETTLED,
   sessionState,
 } from './transaction-sql.js';
 
@@ -27,6 +28,12 @@ export interface Opened {
   o_reason: string | null;
   /** The connection's session baseline (SESSION_BASELINE), when it was asked. */
   baseline?: string;
+}
+
+/** A key's binding: its resource and payload digest. */
+export interface Binding {
+  resource: string;
+  digest: Buffer;
 }
 
 /**
@@ -58,6 +65,20 @@ export class AttemptConnection {
     return this.#session.client;
   }
 
+  /**
+   * Whether the connection was reported lost (the server ended the backend: a TTL cut of an idle
+   * transaction, the store's deadline) while no query of ours ran: its transaction rolled back
+   * with it, and nothing sent on it from now on can commit.
+   */
+  get lost(): boolean {
+    return this.#session.lost !== undefined;
+  }
+
+  /** What the connection was reported lost with. */
+  get lostCause(): unknown {
+    return this.#session.lost;
+  }
+
   /** Whether a query of this attempt failed (a lock wait given up, or a refusal of tx_finish(), aside). */
   get broken(): boolean {
     return this.#broken;
@@ -80,21 +101,36 @@ export class AttemptConnection {
   }
 
   /**
-   * Puts the session back, writes the key and commits, in one round trip
+   * Writes the key, commits, and puts the session back, in one round trip
    * ({@link finishTransaction}); the key's commit time (epoch ms). A failure leaves the
-   * transaction to be rolled back, unless the connection is gone.
+   * transaction to be rolled back, unless the connection is gone or the failure came after the
+   * COMMIT ({@link recorded} tells).
    */
   async finish(options: Omit<FinishTransaction, 'pooled'>): Promise<string> {
     const results = await this.#query(
       finishTransaction(this.#schema, { ...options, pooled: this.#pooled }),
     );
     this.#open = false;
-    const { o_session, o_at_ms } = results.at(-2)!.rows[0] as {
-      o_session: string;
-      o_at_ms: string;
-    };
-    if (o_session !== this.#sessionBefore) this.#changed = true;
-    return o_at_ms;
+    const { at_ms } = results[SETTLED]!.rows[0] as { at_ms: string };
+    if (results.at(-1)!.rows[0]!.session !== this.#sessionBefore) this.#changed = true;
+    return at_ms;
+  }
+
+  /**
+   * The commit time of the key recorded done at this fence, read after a finish that failed: a
+   * statement after its COMMIT (the session's reset) failing leaves the effect committed, and the
+   * connection's session unknown, so it is not given back.
+   */
+  async recorded(key: string, fence: number): Promise<string | undefined> {
+    const { rows } = await this.client
+      .query<{ at_ms: string }>(
+        `select ${this.#schema}.epoch_ms(updated_at) as at_ms from ${this.#schema}.keys
+          where key = $1 and fence = $2 and state = 'done'`,
+        [key, fence],
+      )
+      .catch(() => ({ rows: [] as { at_ms: string }[] }));
+    if (rows[0]) this.#changed = true;
+    return rows[0]?.at_ms;
   }
 
   /**
@@ -118,6 +154,34 @@ export class AttemptConnection {
     } catch {
       return false;
     }
+  }
+
+  /**
+   * The key's binding as recorded, read on this connection after the attempt rolled back: asked
+   * through the pool instead, a burst of failing effects held every connection while each waited
+   * for another, and the worker's every store call with them.
+   */
+  async binding(key: string): Promise<Binding | undefined> {
+    const { rows } = await this.client
+      .query<Binding>(`select resource, digest from ${this.#schema}.keys where key = $1`, [key])
+      .catch((error: unknown) => {
+        this.#broken = true;
+        throw storeError(OPERATION, error);
+      });
+    return rows[0];
+  }
+
+  /**
+   * After work that rolled the grant back: its fence may have been used by what the work wrote
+   * after the ROLLBACK (committed on its own), so the resource moves past it unless someone holds
+   * it or has moved it already. On this connection, after the attempt's rollback; best effort.
+   */
+  async burnFence(resource: string, fence: number): Promise<void> {
+    await this.client
+      .query(`select from ${this.#schema}.tx_burn_fence($1, $2)`, [resource, fence])
+      .catch(() => {
+        this.#broken = true;
+      });
   }
 
   /** Gives the connection back, or discards it if it is unfit or the attempt's deadline fired. */

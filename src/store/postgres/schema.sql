@@ -19,6 +19,7 @@
 --   0014_verdict_db_user.sql
 --   0015_batched_statements.sql
 --   0016_transactional_round_trips.sql
+--   0017_transactional_commit_guard.sql
 --   0018_issued_fences_no_batch_waits.sql
 --   0020_planned_functions.sql
 
@@ -966,10 +967,8 @@ CREATE FUNCTION <schema>.tx_bounds(p_key text, p_ttl text, p_remaining text) RET
 declare
   v_set text;
 begin
-  -- Expressions, not statements: plpgsql evaluates them without starting an executor.
   v_set := pg_catalog.set_config('statement_timeout', p_ttl, true)
-        || pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true)
-        || pg_catalog.set_config('sideeffect.transactional_key', p_key, true);
+        || pg_catalog.set_config('idle_in_transaction_session_timeout', p_ttl, true);
   if pg_catalog.current_setting('server_version_num')::integer >= 170000 then
     v_set := pg_catalog.set_config('transaction_timeout', p_remaining, true);
   end if;
@@ -1082,50 +1081,34 @@ CREATE FUNCTION <schema>.tx_finish(p_key text, p_resource text, p_digest bytea, 
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO '<schema>', 'pg_temp'
     AS $$
-declare
-  v_locks bigint;
-  v_left text[] := '{}';
-  v_set text;
-  v_same boolean;
 begin
   o_session := tx_session_state(p_user, p_search_path);
-  if p_pooled then
-    select pg_catalog.count(*) into v_locks from pg_catalog.pg_locks
-     where locktype = 'advisory' and pid = pg_catalog.pg_backend_pid();
-  end if;
-  perform pg_catalog.pg_advisory_unlock_all();
-  if p_pooled then
-    if v_locks > (select pg_catalog.count(*) from pg_catalog.pg_locks
-                   where locktype = 'advisory' and pid = pg_catalog.pg_backend_pid()) then
-      v_left := v_left || 'a session advisory lock'::text;
-    end if;
-    if tx_temp_relations() > p_temp then
-      v_left := v_left || 'a temporary relation'::text;
-    end if;
-    if tx_sql_prepared() > p_prepared then
-      v_left := v_left || 'a prepared statement (PREPARE)'::text;
-    end if;
-    if pg_catalog.cardinality(v_left) > 0 then
-      raise exception using
-        errcode = 'SE163',
-        message = 'sideeffect: the transactional work left session state behind a transaction-mode pooler',
-        detail = pg_catalog.array_to_string(v_left, ', ');
-    end if;
-  end if;
-  v_set := tx_bounds(p_key, p_ttl, p_remaining);
+  o_at_ms := tx_settle(p_key, p_resource, p_digest, p_fence, p_retry_safety, p_result, p_xid,
+                       p_ttl, p_remaining, p_pooled, p_temp, p_prepared);
+end
+$$;
 
-  select r.o_same, r.o_at_ms into v_same, o_at_ms
-    from tx_record(p_key, p_resource, p_digest, p_fence, p_retry_safety, p_result, p_xid) r;
-  if not v_same then
-    raise exception using
-      errcode = 'SE162',
-      message = pg_catalog.format('sideeffect: the work ended the transaction of transactional key %s', p_key);
+-- FUNCTION tx_grant_check()
+CREATE FUNCTION <schema>.tx_grant_check() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_checked timestamptz;
+begin
+  select g.checked_at into v_checked from tx_grants g where g.xid = new.xid;
+  if not found then
+    return null;
   end if;
-  if o_at_ms is null then
-    raise exception using
-      errcode = 'SE161',
-      message = pg_catalog.format('sideeffect: transactional key %s was committed meanwhile', p_key);
+  if v_checked is distinct from pg_catalog.statement_timestamp() then
+    set constraints tx_grant_recorded deferred;
+    update tx_grants set checked_at = pg_catalog.statement_timestamp() where xid = new.xid;
+    return null;
   end if;
+  raise exception using
+    errcode = 'SE021',
+    message = pg_catalog.format('sideeffect: the transaction of transactional key %s ended before the key was recorded', new.key),
+    hint = 'Run the effect''s statements on the transaction it is given; never COMMIT or ROLLBACK it.';
 end
 $$;
 
@@ -1186,6 +1169,9 @@ begin
   if o_outcome = 'applied' then
     insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
     on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
+    insert into tx_grants (xid, key, synchronous_commit, session_replication_role)
+    values (o_xid, p_key, pg_catalog.current_setting('synchronous_commit'),
+            pg_catalog.current_setting('session_replication_role'));
   end if;
   v_set := pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
 end
@@ -1279,6 +1265,79 @@ begin
     pg_catalog.pg_my_temp_schema(),
     tx_temp_relations(),
     tx_sql_prepared());
+end
+$$;
+
+-- FUNCTION tx_settle(text, text, bytea, bigint, text, bytea, bigint, text, text, boolean, bigint, bigint)
+CREATE FUNCTION <schema>.tx_settle(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_pooled boolean, p_temp bigint, p_prepared bigint) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_locks bigint;
+  v_left text[] := '{}';
+  v_set text;
+  v_same boolean;
+  v_at_ms bigint;
+  v_levels constant text[] := array['off', 'local', 'remote_write', 'on', 'remote_apply'];
+  g tx_grants;
+begin
+  if p_pooled then
+    select pg_catalog.count(*) into v_locks from pg_catalog.pg_locks
+     where locktype = 'advisory' and pid = pg_catalog.pg_backend_pid();
+  end if;
+  perform pg_catalog.pg_advisory_unlock_all();
+  if p_pooled then
+    if v_locks > (select pg_catalog.count(*) from pg_catalog.pg_locks
+                   where locktype = 'advisory' and pid = pg_catalog.pg_backend_pid()) then
+      v_left := v_left || 'a session advisory lock'::text;
+    end if;
+    if tx_temp_relations() > p_temp then
+      v_left := v_left || 'a temporary relation'::text;
+    end if;
+    if tx_sql_prepared() > p_prepared then
+      v_left := v_left || 'a prepared statement (PREPARE)'::text;
+    end if;
+    if pg_catalog.cardinality(v_left) > 0 then
+      raise exception using
+        errcode = 'SE163',
+        message = 'sideeffect: the transactional work left session state behind a transaction-mode pooler',
+        detail = pg_catalog.array_to_string(v_left, ', ');
+    end if;
+  end if;
+  v_set := tx_bounds(p_key, p_ttl, p_remaining);
+
+  select * into g from tx_grants where xid = pg_catalog.txid_current() and key = p_key;
+  if found then
+    if pg_catalog.current_setting('session_replication_role') <> g.session_replication_role then
+      raise exception using
+        errcode = 'SE164',
+        message = pg_catalog.format('sideeffect: the work of transactional key %s set session_replication_role to %s', p_key,
+                                    pg_catalog.current_setting('session_replication_role')),
+        detail = pg_catalog.format('session_replication_role %s (the connection''s: %s)',
+                                   pg_catalog.current_setting('session_replication_role'), g.session_replication_role);
+    end if;
+    -- The levels from weakest to strongest: a weaker one than the grant's is raised.
+    if pg_catalog.array_position(v_levels, pg_catalog.current_setting('synchronous_commit'))
+       < pg_catalog.array_position(v_levels, g.synchronous_commit) then
+      v_set := pg_catalog.set_config('synchronous_commit', g.synchronous_commit, true);
+    end if;
+  end if;
+
+  select r.o_same, r.o_at_ms into v_same, v_at_ms
+    from tx_record(p_key, p_resource, p_digest, p_fence, p_retry_safety, p_result, p_xid) r;
+  if not v_same then
+    raise exception using
+      errcode = 'SE162',
+      message = pg_catalog.format('sideeffect: the work ended the transaction of transactional key %s', p_key);
+  end if;
+  if v_at_ms is null then
+    raise exception using
+      errcode = 'SE161',
+      message = pg_catalog.format('sideeffect: transactional key %s was committed meanwhile', p_key);
+  end if;
+  delete from tx_grants where xid = p_xid and key = p_key;
+  return v_at_ms;
 end
 $$;
 
@@ -1415,6 +1474,15 @@ CREATE TABLE <schema>.sink_fences (
     fence bigint NOT NULL
 );
 
+-- TABLE tx_grants
+CREATE TABLE <schema>.tx_grants (
+    xid bigint NOT NULL,
+    key text NOT NULL,
+    synchronous_commit text NOT NULL,
+    session_replication_role text NOT NULL,
+    checked_at timestamp with time zone
+);
+
 -- CONSTRAINT events events_pkey
 ALTER TABLE ONLY <schema>.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (key, id);
@@ -1447,6 +1515,10 @@ ALTER TABLE ONLY <schema>.resources
 ALTER TABLE ONLY <schema>.sink_fences
     ADD CONSTRAINT sink_fences_pkey PRIMARY KEY (resource);
 
+-- CONSTRAINT tx_grants tx_grants_pkey
+ALTER TABLE ONLY <schema>.tx_grants
+    ADD CONSTRAINT tx_grants_pkey PRIMARY KEY (xid);
+
 -- INDEX keys_state_updated_at
 CREATE INDEX keys_state_updated_at ON <schema>.keys USING btree (state, updated_at);
 
@@ -1461,6 +1533,9 @@ CREATE TRIGGER events_db_user BEFORE INSERT ON <schema>.events FOR EACH ROW EXEC
 
 -- TRIGGER resources tx_commits_its_key
 CREATE CONSTRAINT TRIGGER tx_commits_its_key AFTER UPDATE OF fence ON <schema>.resources DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (((new.holder IS NULL) AND ((new.fence > old.fence) OR (current_setting('sideeffect.rearm'::text, true) = new.resource)))) EXECUTE FUNCTION <schema>.tx_commit_check();
+
+-- TRIGGER tx_grants tx_grant_recorded
+CREATE CONSTRAINT TRIGGER tx_grant_recorded AFTER INSERT OR UPDATE ON <schema>.tx_grants DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION <schema>.tx_grant_check();
 
 -- FK CONSTRAINT pending_verdicts pending_verdicts_key_fkey
 ALTER TABLE ONLY <schema>.pending_verdicts
@@ -1557,6 +1632,9 @@ REVOKE ALL ON FUNCTION <schema>.tx_complete(p_key text, p_resource text, p_diges
 -- ACL FUNCTION tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_finish(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_user text, p_search_path text, p_pooled boolean, p_temp bigint, p_prepared bigint, OUT o_session text, OUT o_at_ms bigint) FROM PUBLIC;
 
+-- ACL FUNCTION tx_grant_check()
+REVOKE ALL ON FUNCTION <schema>.tx_grant_check() FROM PUBLIC;
+
 -- ACL FUNCTION tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint) FROM PUBLIC;
 
@@ -1571,6 +1649,9 @@ REVOKE ALL ON FUNCTION <schema>.tx_record(p_key text, p_resource text, p_digest 
 
 -- ACL FUNCTION tx_session_state(p_user text, p_search_path text)
 REVOKE ALL ON FUNCTION <schema>.tx_session_state(p_user text, p_search_path text) FROM PUBLIC;
+
+-- ACL FUNCTION tx_settle(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_pooled boolean, p_temp bigint, p_prepared bigint)
+REVOKE ALL ON FUNCTION <schema>.tx_settle(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, p_ttl text, p_remaining text, p_pooled boolean, p_temp bigint, p_prepared bigint) FROM PUBLIC;
 
 -- ACL FUNCTION tx_sql_prepared()
 REVOKE ALL ON FUNCTION <schema>.tx_sql_prepared() FROM PUBLIC;

@@ -19,10 +19,62 @@ export interface Session {
  */
 function checkout(pool: pg.Pool): Promise<Session> {
   return new Promise((resolve, reject) => {
-    pool.connect((error, client, done) => {
+    connectWithin(pool, (error, client, done) => {
       if (error || !client) reject(error ?? new Error('pool handed out no client'));
-      else resolve(sessionOf(client, done));
+      else resolve(sessionOf(client, done!));
     });
+  });
+}
+
+/** How long a store call waits for a pool connection by default ({@link boundCheckouts}). */
+export const DEFAULT_CONNECT_WAIT_MS = 30_000;
+
+const checkoutBounds = new WeakMap<pg.Pool, number>();
+
+/**
+ * Bounds every wait of the store's calls for a connection of `pool`: a call that waits longer
+ * throws StoreUnavailableError (retryable) instead of waiting for ever behind a pool that no
+ * call gives back. No call of the store waits for a connection while it holds one
+ * (docs/architecture.md), so a full pool drains; this bound is what answers when it does not
+ * (connections held by the application, a server that stopped answering).
+ */
+export function boundCheckouts(pool: pg.Pool, ms: number): void {
+  checkoutBounds.set(pool, ms);
+}
+
+/** A pool connection that did not come within the bound: the wait given up, nothing sent. */
+export class CheckoutTimeout extends Error {}
+
+/**
+ * pool.connect(), given up after the pool's bound ({@link boundCheckouts}): the callback then
+ * gets a CheckoutTimeout, and the connection pg-pool hands over later goes straight back.
+ */
+function connectWithin(
+  pool: pg.Pool,
+  callback: (
+    error: Error | undefined,
+    client?: pg.PoolClient,
+    done?: (release?: unknown) => void,
+  ) => void,
+): void {
+  const ms = checkoutBounds.get(pool) ?? DEFAULT_CONNECT_WAIT_MS;
+  let waiting = true;
+  const timer = setTimeout(() => {
+    waiting = false;
+    callback(
+      new CheckoutTimeout(
+        `no connection of the pool within ${ms} ms (${pool.totalCount} open, ${pool.waitingCount} callers waiting)`,
+      ),
+    );
+  }, ms);
+  pool.connect((error, client, done) => {
+    if (!waiting) {
+      if (client) done();
+      return;
+    }
+    waiting = false;
+    clearTimeout(timer);
+    callback(error, client, done);
   });
 }
 
@@ -71,13 +123,13 @@ export function runStatement<R extends pg.QueryResultRow>(
   values: unknown[],
 ): Promise<R[]> {
   return new Promise((resolve, reject) => {
-    pool.connect((error, client, done) => {
+    connectWithin(pool, (error, client, done) => {
       if (error || !client) {
         const cause = error ?? new Error('pool handed out no client');
         reject(new StoreUnavailableError(operation, cause));
         return;
       }
-      const session = sessionOf(client, done);
+      const session = sessionOf(client, done!);
       const finish = (failure: unknown, rows?: R[]): void => {
         session.release(
           Boolean(failure) && !isUniqueViolation(failure) && !isLockNotAvailable(failure),

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import {
+  ContendedError,
   FenceStaleError,
   InvalidActionError,
   markNotApplied,
@@ -9,7 +10,7 @@ import {
 import type { FencedSink } from '../../core/store.js';
 import type { Fence } from '../../core/types.js';
 import { checkText, defaultLimits, type Limits } from '../../core/validate.js';
-import { checkoutFor, isLockNotAvailable, storeError } from './session.js';
+import { checkoutFor, isLockNotAvailable, runStatement, storeError } from './session.js';
 import {
   defaultSchema,
   int,
@@ -38,7 +39,7 @@ export interface PgFencedSinkOptions extends PoolOptions {
   /**
    * The longest `writeFenced` waits for its resource's mark while another transaction holds it
    * (a transactional holder keeps it for its whole work, a concurrent write until it commits)
-   * before it gives up: StoreUnavailableError, marked not applied, nothing written. Without it, a
+   * before it gives up: ContendedError (retryable), marked not applied, nothing written. Without it, a
    * holder taken over by a transactional grant waited out that holder's whole transaction on a
    * pool connection. `readFenced` still waits: a probe is owed the outcome of a write in flight.
    * @default 1_000
@@ -114,6 +115,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   readonly #inFlight = new Map<string, number>();
   /** lockWaitMs as the value of Postgres's `lock_timeout`. */
   readonly #lockTimeout: string;
+  readonly #lockWaitMs: number;
 
   readonly #schema: string;
   /** Whether the sink's schema has a store issuing the fences it sees (not separateDatabase). */
@@ -131,6 +133,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
       throw new InvalidActionError('lockWaitMs', `must be a positive integer, got ${lockWaitMs}`);
     }
     this.#lockTimeout = `${lockWaitMs}ms`;
+    this.#lockWaitMs = lockWaitMs;
     const { pool, owned } = openPool(options);
     this.#pool = pool;
     this.#ownsPool = owned;
@@ -235,12 +238,15 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
         );
       } catch (error) {
         const cause = (error as { cause?: { code?: unknown; message?: string } }).cause;
-        // Gave up waiting for the mark: the connection is fine once its transaction is over.
+        // Gave up waiting for the mark: the connection is fine once its transaction is over. The
+        // resource is busy, not the store down: contended (retryable), as the store answers it.
         if (isLockNotAvailable(cause)) {
           await client.query('rollback').then(
             () => (kept = true),
             () => {},
           );
+          failed = !kept;
+          throw definite(new ContendedError('', resource, this.#lockWaitMs, { cause }));
         }
         if (cause?.code !== NOT_ISSUED) throw error;
         failed = true;
@@ -310,8 +316,11 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
   /** The highest fence this sink accepted for `resource`, 0 if none: what a probe or test reads. */
   async highestFence(resource: string): Promise<Fence> {
     checkText('resource', resource, this.#maxResourceBytes);
-    const { rows } = await unavailable('highestFence', () =>
-      this.#pool.query<{ fence: string }>({ ...this.#sql.highest, values: [resource] }),
+    const rows = await runStatement<{ fence: string }>(
+      this.#pool,
+      'highestFence',
+      this.#sql.highest,
+      [resource],
     );
     return rows[0] ? int(rows[0].fence) : 0;
   }

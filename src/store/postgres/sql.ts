@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { InvalidSchemaError } from '../../core/errors.js';
+import { InvalidActionError, InvalidSchemaError } from '../../core/errors.js';
 import { connectionConfig } from './connection.js';
+import { boundCheckouts } from './session.js';
 
 /** Where the store's tables and functions live when neither an option nor the environment says. */
 const DEFAULT_SCHEMA = 'sideeffect';
@@ -124,6 +125,15 @@ export interface PoolOptions {
    * @default false
    */
   transactionPooling?: boolean;
+  /**
+   * The longest a call waits for a connection of the pool before it throws StoreUnavailableError
+   * (retryable, nothing sent): a pool whose connections the application holds, or a server that
+   * stopped answering, fails calls instead of hanging them. No call of the store waits for a
+   * second connection while it holds one, so the store's own calls always drain a full pool.
+   * Set on a pool shared by a store and a sink, the last one made sets it for both.
+   * @default 30_000
+   */
+  connectWaitMs?: number;
 }
 
 /**
@@ -132,10 +142,22 @@ export interface PoolOptions {
  * the process; the pool discards that connection on its own.
  */
 export function openPool(options: PoolOptions): { pool: pg.Pool; owned: boolean } {
-  if (options.pool) return { pool: options.pool, owned: false };
-  const pool = new pg.Pool(connectionConfig({ connectionString: options.connectionString }));
-  pool.on('error', () => {});
-  return { pool, owned: true };
+  const wait = options.connectWaitMs;
+  if (wait !== undefined && (!Number.isSafeInteger(wait) || wait < 1 || wait > 2 ** 31 - 1)) {
+    throw new InvalidActionError(
+      'connectWaitMs',
+      `must be a positive integer, got ${String(wait)}`,
+    );
+  }
+  const opened = options.pool
+    ? { pool: options.pool, owned: false }
+    : {
+        pool: new pg.Pool(connectionConfig({ connectionString: options.connectionString })),
+        owned: true,
+      };
+  if (opened.owned) opened.pool.on('error', () => {});
+  if (wait !== undefined) boundCheckouts(opened.pool, wait);
+  return opened;
 }
 
 /** pg returns int8 as a string (it may exceed 2^53); fences and epoch milliseconds never do. */

@@ -46,6 +46,7 @@ import type {
   VerdictJudgement,
 } from '../../core/verdict.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
+import type { Binding } from './attempt-connection.js';
 import { HeldVerdicts, type VerdictRow, verdictRefusal, verdictValues } from './held-verdicts.js';
 import { type AcquireCall, batchLimits, type HolderCall, KeyBatches } from './key-batches.js';
 import {
@@ -251,9 +252,8 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
       lockWaitMs,
       waiters: this.#waiters,
       transactionPooling: this.#transactionPooling,
-      acquisition: (a, ttlMs, row, transactional) =>
-        this.#acquisition(a, ttlMs, row, transactional),
-      keyExists: (key) => this.#keyExists(key),
+      acquisition: (a, ttlMs, row, transactional, binding) =>
+        this.#acquisition(a, ttlMs, row, transactional, binding),
     });
   }
 
@@ -373,18 +373,13 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     return this.#transactional.execute(action, ttlMs, work, options);
   }
 
-  /** Whether a key of this name is recorded; a store that cannot answer says no. */
-  async #keyExists(key: Key): Promise<boolean> {
-    const rows = await this.#rows('binding', [key]).catch(() => []);
-    return rows.length > 0;
-  }
-
   /** Turns acquire's row into an Acquisition; a conflict says whether it is the other execution mode. */
   async #acquisition(
     a: Required<Action>,
     ttlMs: number,
     row: AcquireRow,
     transactional: boolean,
+    binding?: (key: Key) => Promise<Binding | undefined>,
   ): Promise<Acquisition> {
     switch (row.o_outcome) {
       case GRANTED_ROW:
@@ -405,16 +400,20 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
         return { outcome: 'uncertain', reason: maskConnectionString(row.o_reason ?? '') };
       case 'conflict:resource':
       case 'conflict:payload':
-        throw await this.#conflict(a, transactional);
+        throw await this.#conflict(a, transactional, binding);
       default:
         throw new UnexpectedStoreAnswerError(row.o_outcome);
     }
   }
 
   /** Which part of the key's binding differs: its resource, the other execution mode, or the payload. */
-  async #conflict(a: Required<Action>, transactional: boolean): Promise<KeyConflictError> {
-    const rows = await this.#rows<{ resource: string; digest: Buffer }>('binding', [a.key]);
-    const bound = rows[0];
+  async #conflict(
+    a: Required<Action>,
+    transactional: boolean,
+    binding: (key: Key) => Promise<Binding | undefined> = async (key) =>
+      (await this.#rows<Binding>('binding', [key]))[0],
+  ): Promise<KeyConflictError> {
+    const bound = await binding(a.key);
     if (bound && bound.resource !== a.resource) return new KeyConflictError(a.key, 'resource');
     const other = transactional ? payloadDigest(a.payload) : transactionalDigest(a.payload);
     return new KeyConflictError(a.key, bound?.digest.equals(other) ? 'transactional' : 'payload');

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type pg from 'pg';
+import pg from 'pg';
 import { TransactionEndedError, TransactionMisuseError } from '../../core/errors.js';
 
 /**
@@ -37,30 +37,110 @@ export function refuseInsideTransactionalWork(operation: string): void {
  * Whether SQL text holds a statement that ends or prepares the current transaction (COMMIT,
  * END, ABORT, ROLLBACK but not ROLLBACK TO a savepoint, PREPARE TRANSACTION). Only a top-level
  * statement can: a procedure or DO block inside a transaction block may not. Strings, quoted
- * identifiers, dollar quotes and comments are skipped, so `select 'commit'` is not one.
+ * identifiers, dollar quotes and comments are skipped, so `select 'commit'` is not one. The text
+ * is read as Postgres's lexer reads it, and in both ways a plain string may be read (with
+ * `standard_conforming_strings` on, and off, which the work may set): a statement either reading
+ * finds is one. A COMMIT that got through anyway is refused by the database (migration 0017); a
+ * ROLLBACK can be refused only here.
  */
 export function endsTransaction(text: string): boolean {
-  return statementsOf(text).some((statement) =>
-    /^\s*(?:commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction)\b/i.test(
-      statement,
+  return [false, true].some((backslashes) =>
+    statementsOf(text, backslashes).some((statement) =>
+      /^\s*(?:commit|end|abort|rollback(?!\s+(?:work\s+|transaction\s+)?to\b)|prepare\s+transaction)\b/i.test(
+        statement,
+      ),
     ),
   );
 }
 
-/** Whether SQL text holds a SET CONSTRAINTS statement (it fires deferred constraint triggers now). */
-export function setsConstraints(text: string): boolean {
-  return statementsOf(text).some((statement) => /^\s*set\s+constraints\b/i.test(statement));
-}
+/** A character that may start an identifier or a dollar quote's tag. */
+const IDENTIFIER_START = /[A-Za-z_\u0080-\uffff]/;
+/** A character that may continue an identifier (a dollar sign too: `x$a$` is one identifier). */
+const IDENTIFIER_PART = /[A-Za-z0-9_$\u0080-\uffff]/;
+/** A character that may continue a dollar quote's tag. */
+const TAG_PART = /[A-Za-z0-9_\u0080-\uffff]/;
 
-/** The statements of SQL text, with strings, quoted identifiers, dollar quotes and comments blanked. */
-function statementsOf(text: string): string[] {
-  return text
-    .replace(
-      /"(?:[^"]|"")*"|[eE]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|(\$(?:[A-Za-z_]\w*)?\$)[\s\S]*?\1|--[^\n]*|\/\*[\s\S]*?\*\//g,
-      // A comment is blank space; a literal or identifier is a word that no keyword matches.
-      (match) => (match.startsWith('-') || match.startsWith('/') ? ' ' : ' x '),
-    )
-    .split(';');
+/**
+ * The statements of SQL text, each with its strings, quoted identifiers, dollar quotes and
+ * comments replaced by a word no keyword matches (a comment by a space), as Postgres's lexer
+ * splits them: an identifier is read whole (a `$` inside it starts no dollar quote), block
+ * comments nest, and `backslashes` says whether a backslash escapes in a plain string.
+ */
+function statementsOf(text: string, backslashes: boolean): string[] {
+  const statements: string[] = [];
+  let current = '';
+  let i = 0;
+  const n = text.length;
+  /** The index after a quoted run opened at `from` by `quote`, `escapes` saying whether backslash escapes. */
+  const closing = (from: number, quote: string, escapes: boolean): number => {
+    let j = from + 1;
+    while (j < n) {
+      const c = text[j]!;
+      if (escapes && c === '\\') j += 2;
+      else if (c === quote) {
+        if (text[j + 1] === quote) j += 2;
+        else return j + 1;
+      } else j += 1;
+    }
+    return n;
+  };
+  while (i < n) {
+    const c = text[i]!;
+    const next = text[i + 1];
+    if (c === ';') {
+      statements.push(current);
+      current = '';
+      i += 1;
+    } else if (c === '-' && next === '-') {
+      const end = text.indexOf('\n', i);
+      i = end === -1 ? n : end;
+      current += ' ';
+    } else if (c === '/' && next === '*') {
+      let depth = 1;
+      i += 2;
+      while (i < n && depth > 0) {
+        if (text[i] === '/' && text[i + 1] === '*') {
+          depth += 1;
+          i += 2;
+        } else if (text[i] === '*' && text[i + 1] === '/') {
+          depth -= 1;
+          i += 2;
+        } else i += 1;
+      }
+      current += ' ';
+    } else if ((c === 'e' || c === 'E') && next === "'") {
+      i = closing(i + 1, "'", true);
+      current += ' x ';
+    } else if (c === "'") {
+      i = closing(i, "'", backslashes);
+      current += ' x ';
+    } else if (c === '"') {
+      i = closing(i, '"', false);
+      current += ' x ';
+    } else if (c === '$' && (next === '$' || (next !== undefined && IDENTIFIER_START.test(next)))) {
+      let j = i + 1;
+      while (j < n && TAG_PART.test(text[j]!)) j += 1;
+      if (text[j] === '$') {
+        const tag = text.slice(i, j + 1);
+        const end = text.indexOf(tag, j + 1);
+        i = end === -1 ? n : end + tag.length;
+        current += ' x ';
+      } else {
+        current += text.slice(i, j);
+        i = j;
+      }
+    } else if (IDENTIFIER_START.test(c)) {
+      let j = i + 1;
+      while (j < n && IDENTIFIER_PART.test(text[j]!)) j += 1;
+      current += text.slice(i, j);
+      i = j;
+    } else {
+      current += c;
+      i += 1;
+    }
+  }
+  statements.push(current);
+  return statements;
 }
 
 /**
@@ -93,38 +173,7 @@ export function guardedClient(
       }
       return Promise.reject(error);
     }
-    if (typeof first === 'string' && setsConstraints(first)) return checkingEarly(args);
     return (client.query as (...a: unknown[]) => unknown).apply(client, args);
-  };
-  /**
-   * SET CONSTRAINTS ... IMMEDIATE fires the store's deferred commit check before the key is
-   * written: marked, the check defers itself again to the commit (migration 0011) instead of
-   * refusing the transaction.
-   */
-  const checkingEarly = (args: unknown[]): unknown => {
-    const callback = args.find((arg, i) => i > 0 && typeof arg === 'function') as
-      | ((error: Error | null, result?: unknown) => void)
-      | undefined;
-    const rest = args.filter((arg) => arg !== callback);
-    const mark = (on: boolean) =>
-      client.query(
-        `select pg_catalog.set_config('sideeffect.constraints_early', '${on ? 1 : ''}', true)`,
-      );
-    const ran = (async () => {
-      await mark(true);
-      const result = await (client.query as (...a: unknown[]) => Promise<unknown>).apply(
-        client,
-        rest,
-      );
-      await mark(false);
-      return result;
-    })();
-    if (!callback) return ran;
-    ran.then(
-      (result) => callback(null, result),
-      (error: Error) => callback(error),
-    );
-    return undefined;
   };
   return new Proxy(client, {
     get(target, property) {
@@ -189,9 +238,12 @@ export const POOLED_AFTER_ROLLBACK = `select pg_catalog.pg_advisory_unlock_all()
 
 /**
  * Ends the transaction at its TTL whatever the work set (`statement_timeout = 0`, an idle
- * transaction with its timeout off): at the deadline, another connection terminates the backend,
- * only while it still runs this transaction (its xid), so a connection given back and reused is
- * never touched. Returns the disarm, and whether it fired.
+ * transaction with its timeout off): at the deadline, a connection of its own (opened then, with
+ * the pool's settings, never one of the pool's) terminates the backend, only while it still runs
+ * this transaction (its xid), so a connection given back and reused is never touched. Asked
+ * through the pool, the termination waited for a free connection: with every one held by
+ * stalled holders it never came, and they ran on past their TTL and committed. Returns the
+ * disarm, and whether it fired.
  */
 export function armDeadline(
   pool: pg.Pool,
@@ -200,16 +252,9 @@ export function armDeadline(
   let fired = false;
   const timer = setTimeout(() => {
     fired = true;
-    pool
-      .query(
-        `select pg_catalog.pg_terminate_backend(pid) from pg_catalog.pg_stat_activity
-          where pid operator(pg_catalog.=) $1::int
-            and backend_xid::text::bigint operator(pg_catalog.=) ($2::bigint operator(pg_catalog.%) 4294967296)`,
-        [options.pid, options.xid],
-      )
-      .catch(() => {
-        // The database unreachable: its own timeouts, or the lost connection, end the transaction.
-      });
+    terminate(pool, options).catch(() => {
+      // The database unreachable: its own timeouts, or the lost connection, end the transaction.
+    });
   }, options.ms);
   timer.unref?.();
   return {
@@ -218,4 +263,21 @@ export function armDeadline(
       return fired;
     },
   };
+}
+
+/** Terminates the backend `pid` while it runs transaction `xid`, on a connection of its own. */
+async function terminate(pool: pg.Pool, options: { pid: number; xid: string }): Promise<void> {
+  const client = new pg.Client(pool.options);
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query(
+      `select pg_catalog.pg_terminate_backend(pid) from pg_catalog.pg_stat_activity
+        where pid operator(pg_catalog.=) $1::int
+          and backend_xid::text::bigint operator(pg_catalog.=) ($2::bigint operator(pg_catalog.%) 4294967296)`,
+      [options.pid, options.xid],
+    );
+  } finally {
+    await client.end().catch(() => {});
+  }
 }

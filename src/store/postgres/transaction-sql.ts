@@ -4,14 +4,14 @@ import type { SessionBaseline } from './transaction-guard.js';
 
 /**
  * The two round trips of its own a transactional effect costs (migration 0016): one that opens the
- * transaction and takes the grant, one that puts the session back, writes the key and commits.
+ * transaction and takes the grant, one that writes the key, commits and puts the session back.
  * Each is ONE simple query, since BEGIN, RESET and COMMIT cannot share a round trip with anything
  * through the extended protocol; what they compute lives in the schema's plpgsql functions, whose
  * plans each connection keeps, so the text parsed per effect is a few short calls.
  *
  * Values are inlined in ASCII, which reads the same in every client encoding: the finish runs
  * after the work, which may have changed `client_encoding`, and Postgres converts a query's text
- * from it before the RESET in that query has run. A key read in another encoding would be
+ * from it before any statement of that query has run. A key read in another encoding would be
  * recorded under another name, and its effect run again.
  */
 
@@ -90,16 +90,27 @@ export interface FinishTransaction {
 }
 
 /**
- * After the work, inside its transaction: every setting the work changed, with SET or SET LOCAL,
- * goes back to the connection's baseline, the role and session user with it; pending LISTENs and
- * open cursors go too. Then tx_finish() (the fingerprint, the advisory locks, the bounds again,
- * the key) and COMMIT. So the key is written and the transaction committed with the connection's
- * own settings (never with `synchronous_commit = off` or `session_replication_role = replica`
- * the work chose), and a SET of the work, session-level or not, ends with the transaction. The
- * last result is COMMIT's, the one before it tx_finish's row.
+ * After the work, inside its transaction and with its settings still in force (its SET LOCAL
+ * values, its role, its synchronous_commit hold through its COMMIT, for its deferred triggers
+ * too): tx_settle() (migration 0017: the pooler's checks, the advisory locks, the bounds again,
+ * the commit settings the store's record needs, the key) under the connection's own role, which
+ * may run the store's functions where the work's role may not, the work's role back, and COMMIT.
+ * Then, committed, the session goes back to the connection's baseline (every setting, the role
+ * and session user; pending LISTENs and open cursors go too), and its fingerprint is taken.
+ * Results: tx_settle's at index {@link SETTLED}, the fingerprint last.
  */
 export function finishTransaction(schema: string, o: FinishTransaction): string {
+  const role = o.baseline.role === null ? `'none'` : text(o.baseline.role);
+  const count = (n: string | null) => (n === null ? 'null' : `${BigInt(n)}`);
   const parts = [
+    // Each statement runs under the statement_timeout in force when it starts: the work's (even
+    // '1ms') for this short one alone, the connection's own after the COMMIT (for the reset),
+    // the TTL's for the rest of the transaction.
+    'set statement_timeout to default',
+    `select pg_catalog.set_config('statement_timeout', '${o.ttlMs}ms', true), pg_catalog.set_config('sideeffect.work_role', pg_catalog.current_setting('role'), true), pg_catalog.set_config('role', ${role}, true)`,
+    `select ${schema}.tx_settle(${text(o.key)}, ${text(o.resource)}, ${bytes(o.digest)}, ${o.fence}, ${text(o.retrySafety)}, ${bytes(o.result)}, ${BigInt(o.xid)}, '${o.ttlMs}ms', '${Math.max(1, Math.floor(o.remainingMs))}ms', ${o.pooled}, ${count(o.temp)}, ${count(o.prepared)}) as at_ms`,
+    `select pg_catalog.set_config('role', pg_catalog.current_setting('sideeffect.work_role'), true)`,
+    'commit',
     'reset all',
     'reset session authorization',
     'reset role',
@@ -113,29 +124,31 @@ export function finishTransaction(schema: string, o: FinishTransaction): string 
   }
   if (o.baseline.role !== null)
     parts.push(`select pg_catalog.set_config('role', ${text(o.baseline.role)}, false)`);
-  const count = (n: string | null) => (n === null ? 'null' : `${BigInt(n)}`);
-  parts.push(
-    `select * from ${schema}.tx_finish(${text(o.key)}, ${text(o.resource)}, ${bytes(o.digest)}, ${o.fence}, ${text(o.retrySafety)}, ${bytes(o.result)}, ${BigInt(o.xid)}, '${o.ttlMs}ms', '${Math.max(1, Math.floor(o.remainingMs))}ms', ${CALLER}, ${o.pooled}, ${count(o.temp)}, ${count(o.prepared)})`,
-    'commit',
-  );
+  parts.push(sessionState(schema));
   return parts.join(';\n');
 }
+
+/** The index of tx_settle's result among {@link finishTransaction}'s. */
+export const SETTLED = 2;
 
 /** The session's fingerprint (tx_session_state), as a statement of its own. */
 export function sessionState(schema: string): string {
   return `select ${schema}.tx_session_state(${CALLER}) as session`;
 }
 
-/** What tx_finish() refused, raised before its COMMIT (0016), with the refusal's detail. */
+/** What tx_settle() refused, raised before its COMMIT (0016, 0017), with the refusal's detail. */
 export interface FinishRefusal {
-  /** SE161: the key was committed meanwhile; SE162: the work ended the transaction; SE163: session state left behind a pooler. */
-  code: 'SE161' | 'SE162' | 'SE163';
+  /**
+   * SE161: the key was committed meanwhile; SE162: the work ended the transaction; SE163: session
+   * state left behind a pooler; SE164: the work changed session_replication_role.
+   */
+  code: 'SE161' | 'SE162' | 'SE163' | 'SE164';
   detail: string | undefined;
 }
 
-const REFUSALS: readonly string[] = ['SE161', 'SE162', 'SE163'];
+const REFUSALS: readonly string[] = ['SE161', 'SE162', 'SE163', 'SE164'];
 
-/** tx_finish()'s refusal in a failure (the database's error, or the store's error wrapping it). */
+/** tx_settle()'s refusal in a failure (the database's error, or the store's error wrapping it). */
 export function finishRefusal(error: unknown): FinishRefusal | undefined {
   const cause = (error as { cause?: unknown } | undefined)?.cause;
   for (const at of [error, cause]) {

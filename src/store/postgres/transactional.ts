@@ -2,6 +2,7 @@ import type pg from 'pg';
 import {
   InvalidActionError,
   OutcomeUncertainError,
+  StoreUnavailableError,
   TransactionEndedError,
   TransactionMisuseError,
 } from '../../core/errors.js';
@@ -15,10 +16,10 @@ import {
 import type { Acquisition, Action, Key, Result } from '../../core/types.js';
 import { checkAction, checkBytes, checkLeaseTtl, type Limits } from '../../core/validate.js';
 import { transactionalDigest } from '../digest.js';
-import { AttemptConnection, type Opened } from './attempt-connection.js';
+import { AttemptConnection, type Binding, type Opened } from './attempt-connection.js';
 import { type AcquireRow, FIRST_LOOK, GRANTED_ROW } from './key-statements.js';
-import { checkoutFor, lockWaitExceeded, type StatementRunner, statementRunner } from './session.js';
-import { int, plainBytes, quoteSchema, type Statement, statements } from './sql.js';
+import { checkoutFor, lockWaitExceeded } from './session.js';
+import { int, plainBytes, quoteSchema } from './sql.js';
 import {
   armDeadline,
   guardedClient,
@@ -30,14 +31,6 @@ import {
 } from './transaction-guard.js';
 import { finishRefusal } from './transaction-sql.js';
 import type { ResourceWaiters, WaiterPass } from './waiters.js';
-
-/** The transactional path's own statement: what follows work that rolled the grant back. */
-const TX_SQL = {
-  // After work that rolled the grant back: its fence may have been used by what the work wrote
-  // after the ROLLBACK (committed on its own), so the resource moves past it unless someone holds
-  // it or has moved it already.
-  txBurnFence: (s: string) => `select from ${s}.tx_burn_fence($1, $2)`,
-};
 
 /** A transactional attempt that found its key committed by another caller: asked again. */
 const LOST_RACE = Symbol('lost race');
@@ -53,15 +46,17 @@ export interface TransactionalParts {
   lockWaitMs: number;
   waiters: ResourceWaiters;
   transactionPooling: boolean;
-  /** The store's Acquisition for a grant's answer (a conflict says which part of the binding differs). */
+  /**
+   * The store's Acquisition for a grant's answer (a conflict says which part of the binding
+   * differs, read by `binding` on the attempt's own connection).
+   */
   acquisition(
     a: Required<Action>,
     ttlMs: number,
     row: AcquireRow,
     transactional: boolean,
+    binding: (key: Key) => Promise<Binding | undefined>,
   ): Promise<Acquisition>;
-  /** Whether a key of this name is recorded; a store that cannot answer says no. */
-  keyExists(key: Key): Promise<boolean>;
 }
 
 /**
@@ -70,8 +65,6 @@ export interface TransactionalParts {
  */
 export class PgTransactional {
   readonly #parts: TransactionalParts;
-  readonly #sql: Record<keyof typeof TX_SQL, Statement>;
-  readonly #rows: StatementRunner<keyof typeof TX_SQL>;
   /** lockWaitMs as the value of Postgres's `lock_timeout`. */
   readonly #lockTimeout: string;
   /** The store's schema, quoted. */
@@ -80,8 +73,6 @@ export class PgTransactional {
   constructor(parts: TransactionalParts) {
     this.#parts = parts;
     this.#schema = quoteSchema(parts.schema);
-    this.#sql = statements(parts.schema, TX_SQL, { named: !parts.transactionPooling });
-    this.#rows = statementRunner(parts.pool, this.#sql);
     this.#lockTimeout = `${parts.lockWaitMs}ms`;
   }
 
@@ -213,13 +204,14 @@ export class PgTransactional {
       answered();
       if (opened.o_outcome !== GRANTED_ROW) {
         // No other answer keeps a write; the transaction ends before a conflict's binding is
-        // looked up on another connection.
+        // looked up, on this same connection (never a second one while this one is held).
         await connection.rollBack();
         const acquisition = await this.#parts.acquisition(
           a,
           ttlMs,
           { ...opened, o_expires_at_ms: null },
           true,
+          (key) => connection.binding(key),
         );
         return acquisition.outcome === 'uncertain'
           ? {
@@ -273,8 +265,25 @@ export class PgTransactional {
         // Unless the key was committed meanwhile by another caller (on another resource, so no
         // lock told this one): then its failure was that commit's work seen, and the caller is
         // owed the key's answer (a replay, a conflict), not `failed`.
-        if (!connection.broken && (await this.#parts.keyExists(a.key))) return LOST_RACE;
+        // Asked on this connection: a store that cannot answer says no.
+        if (!connection.broken && (await connection.binding(a.key).catch(() => undefined)))
+          return LOST_RACE;
         return { outcome: 'failed', error };
+      }
+      // The server ended the backend while the work ran (a TTL cut of its idle transaction):
+      // rolled back with it, known before the finish is sent, so a definite failure, never
+      // "may have committed".
+      if (connection.lost) {
+        return {
+          outcome: 'failed',
+          error: new StoreUnavailableError(
+            'executeInTransaction',
+            new Error(
+              'the connection was ended before the transaction was finished (the TTL cut it): rolled back, nothing recorded',
+              { cause: connection.lostCause },
+            ),
+          ),
+        };
       }
       let completedAt: string;
       try {
@@ -293,7 +302,7 @@ export class PgTransactional {
           prepared: opened.o_prepared,
         });
       } catch (error) {
-        return await this.#unfinished(error, a, fence, connection);
+        return await this.#unfinished(error, a, fence, ttlMs, payload, connection);
       }
       // The lease ended with the commit that recorded the result.
       const lease = { resource: a.resource, fence, ttlMs, expiresAt: int(completedAt) };
@@ -308,17 +317,20 @@ export class PgTransactional {
   }
 
   /**
-   * The answer of an attempt whose finish (the reset, the key's write and COMMIT, one round trip)
-   * failed. A refusal of tx_finish() came before the COMMIT; any other error did not commit either
-   * when the ROLLBACK after it gets through (an error ends a simple query, and COMMIT is its last
-   * statement; a COMMIT that fails, a deferred check's or a serialization failure, rolls back). A
-   * connection lost on the way may have committed: thrown, as the COMMIT's own failure always
-   * was, never called `failed`.
+   * The answer of an attempt whose finish (the key's write, COMMIT and the session's reset, one
+   * round trip) failed. A refusal of tx_settle() came before the COMMIT. Any other error with the
+   * connection still there either came before the COMMIT or from the COMMIT itself (a deferred
+   * check's or a serialization failure rolls it back): nothing committed, unless the key is found
+   * recorded at this attempt's fence (a statement of the reset after the COMMIT failed): then the
+   * effect is applied. A connection lost on the way may have committed: thrown, as the COMMIT's
+   * own failure always was, never called `failed`.
    */
   async #unfinished(
     error: unknown,
     a: Required<Action>,
     fence: number,
+    ttlMs: number,
+    payload: Uint8Array,
     connection: AttemptConnection,
   ): Promise<Execution | typeof LOST_RACE> {
     const refusal = finishRefusal(error);
@@ -327,7 +339,7 @@ export class PgTransactional {
       case 'SE161':
         return LOST_RACE;
       case 'SE162':
-        await this.#rows('txBurnFence', [a.resource, fence]).catch(() => {});
+        if (rolledBack) await connection.burnFence(a.resource, fence);
         return { outcome: 'failed', error: new TransactionEndedError(a.key) };
       case 'SE163':
         return {
@@ -338,6 +350,22 @@ export class PgTransactional {
             `behind a transaction-mode pooler the work may change only transaction-local state; it left ${refusal.detail}, which the pooler's next client would get`,
           ),
         };
+      case 'SE164':
+        return {
+          outcome: 'failed',
+          error: new TransactionMisuseError(
+            a.key,
+            'commit-settings',
+            `the work set ${refusal.detail}: the store's record of the key would commit without its triggers`,
+            { cause: error },
+          ),
+        };
+    }
+    if (!rolledBack) throw error;
+    const committedAt = await connection.recorded(a.key, fence);
+    if (committedAt !== undefined) {
+      const lease = { resource: a.resource, fence, ttlMs, expiresAt: int(committedAt) };
+      return { outcome: 'applied', result: { payload: plainBytes(payload) }, lease };
     }
     if (!rolledBack) throw error;
     return { outcome: 'failed', error };
