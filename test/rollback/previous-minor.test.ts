@@ -24,7 +24,7 @@ import { MemoryStore } from '../../src/store/memory.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
 import { bundleCallers, quiet } from '../histories/bundle.js';
-import { HISTORIES_DIR, releasedManifests } from '../histories/manifest.js';
+import { releasedManifests } from '../histories/manifest.js';
 import { patchesIn } from '../histories/markers.js';
 import { effects, patchesReached, type Recorded, runScenarios } from '../histories/scenarios.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
@@ -32,7 +32,6 @@ import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../suppor
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const CALLERS = path.join(HISTORIES_DIR, 'workflows.ts');
 const PREVIOUS_CALLERS = path.join(here, '0.1.0', 'workflows.ts');
 
 let connection: Connection;
@@ -42,8 +41,19 @@ let client: Client;
 let compatible: Recorded[];
 let unrestricted: Recorded[];
 
-/** A Worker with the plugin (reminders every second) running the frozen callers or `bundle`. */
-function workerOn(options: {
+/**
+ * 0.1.0's callers, bundled once for the file (each bundling takes seconds, more under load); the
+ * current callers' bundles are shared the same way (bundleCallers).
+ */
+let previousBundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+const previousCallers = () =>
+  (previousBundle ??= bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet }));
+
+/**
+ * A Worker with the plugin (reminders every second) running the frozen callers, bundled with its
+ * `compatibleWith` as the plugin bundles them, or `workflowBundle`.
+ */
+async function workerOn(options: {
   taskQueue: string;
   compatibleWith?: '0.1' | undefined;
   store?: MemoryStore;
@@ -55,7 +65,7 @@ function workerOn(options: {
     connection: native,
     namespace: TEMPORAL_NAMESPACE,
     taskQueue,
-    ...(workflowBundle ? { workflowBundle } : { workflowsPath: CALLERS }),
+    workflowBundle: workflowBundle ?? (await bundleCallers(compatibleWith)),
     ...(maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows }),
     plugins: [
       new SideEffectPlugin({
@@ -179,7 +189,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
   });
 
   it("0.1.0's workflow code replays every run made with the option, but the caller that refused a forged reconciled", async () => {
-    const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
+    const previous = await previousCallers();
     // 0.1.0 returned whatever a well-formed `reconciled` carried; a run that refuses one cannot
     // replay there, however it refuses (docs/versioning.md): it keeps the protection instead.
     const failures = await replayFailures(previous, compatible);
@@ -188,7 +198,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
   }, 120_000);
 
   it("0.1.0's workflow code fails the same scenarios run without the option", async () => {
-    const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
+    const previous = await previousCallers();
     const failures = await replayFailures(previous, unrestricted);
     expect(Object.keys(failures).sort()).toEqual(unrestricted.map((entry) => entry.name).sort());
     for (const failure of Object.values(failures)) expect(failure).toMatch(/[Nn]ondetermin/);
