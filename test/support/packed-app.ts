@@ -41,6 +41,8 @@ export function sdkDependencies(version: string, envconfig = version): Record<st
 /** What `npm pack` reads of the work tree: copied to the staging copy, and hashed to name a pack. */
 const PACKED = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'bin', 'src', 'docs'];
 const PACK_CONFIG = ['tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
+/** Left in the staging copy's dist/ before packing; a pack that ships it did not clean. */
+export const STALE_BUILD_FILE = 'dist/stale.js.map';
 /** Packs by content, `<sha256>/`, kept in the work tree (gitignored) between runs. */
 const PACKS = path.join(REPO_ROOT, '.cache/packed');
 /** A lock older than this is a killed run's: a pack (clean, tsc build, tar) takes a few minutes at most. */
@@ -52,7 +54,7 @@ const STALE_LOCK_MS = 10 * 60_000;
  * the files that install it start together, and each pack is a full `tsc` build, so the first
  * packs under a lock and the others wait for it and copy its tarball; a rerun on the same source
  * packs nothing. Packed from a copy under `staging`, so `prepack` never cleans the work tree's
- * dist/ under another test.
+ * dist/ under another test; the copy's dist/ holds a stale file ({@link STALE_BUILD_FILE}).
  */
 export async function packLibrary(staging: string, destination: string): Promise<string> {
   const digest = contentDigest();
@@ -125,6 +127,9 @@ async function npmPack(staging: string, destination: string): Promise<string> {
   for (const entry of ['tsconfig.json', 'tsconfig.build.json'])
     cpSync(path.join(REPO_ROOT, entry), path.join(staging, entry));
   symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(staging, 'node_modules'));
+  // A stale build output, as an old dist/ holds: prepack's clean must drop it (tarball.test.ts).
+  mkdirSync(path.join(staging, 'dist'));
+  writeFileSync(path.join(staging, STALE_BUILD_FILE), '{"sources":["../src/gone.ts"]}');
   mkdirSync(destination, { recursive: true });
   const packed = await run('npm', ['pack', '--json', '--pack-destination', destination], {
     cwd: staging,
