@@ -30,6 +30,7 @@ const postgres = [
   'test/cli/cli-read.test.ts',
   'test/cli/cli-migrate-purge.test.ts',
   'test/cli/cli-connection.test.ts',
+  'test/cli/binary.test.ts',
   'test/faults/probe-race.test.ts',
   'test/faults/transactional.test.ts',
   'test/faults/hot-resource.test.ts',

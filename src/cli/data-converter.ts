@@ -8,11 +8,12 @@ import { UsageError } from './usage.js';
  * `SIDEEFFECT_DATA_CONVERTER`): its `dataConverter` export, else its default export, the same
  * object the app gives its Client and Worker. Without it, the CLI cannot read what an
  * encryption codec wrote (`Unknown encoding: binary/encrypted`) and sends verdicts in plain text.
+ * A relative `modulePath` is read from `cwd`.
  */
-export async function loadDataConverter(modulePath: string): Promise<DataConverter> {
+export async function loadDataConverter(modulePath: string, cwd: string): Promise<DataConverter> {
   let loaded: { dataConverter?: unknown; default?: unknown };
   try {
-    loaded = await import(pathToFileURL(path.resolve(modulePath)).href);
+    loaded = await import(pathToFileURL(path.resolve(cwd, modulePath)).href);
   } catch (error) {
     throw new UsageError(
       `cannot load the data converter module ${modulePath}: ${(error as Error).message}`,

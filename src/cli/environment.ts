@@ -16,10 +16,19 @@ export interface CliEnvironment {
   dataConverterPath?: string;
   /** The codec server's token (`SIDEEFFECT_CODEC_TOKEN`); `--token-file` wins. */
   codecToken?: string;
+  /**
+   * What a relative path on the command line (`--data-converter`, `--from-file`, `--token-file`)
+   * is read from: the process's working directory, or a test's, which runs the CLI in-process.
+   */
+  cwd: string;
 }
 
-export function environment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
+export function environment(
+  env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
+): CliEnvironment {
   return {
+    cwd,
     database: connectionConfig({ env }),
     schema: defaultSchema(env),
     temporal: (overrides) => clusterSettings({ env, ...definedOnly(overrides) }),

@@ -3,11 +3,9 @@
  * --print-sql forms) and purge, with its refusals. Needs Postgres alone. Shared setup: fixture.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { environment } from '../../src/cli/environment.js';
-import { main } from '../../src/cli/main.js';
 import { encodeJson } from '../../src/core/index.js';
 import { migrate } from '../../src/store/postgres/index.js';
-import { databaseUrl, freshSchema } from '../support/postgres.js';
+import { freshSchema } from '../support/postgres.js';
 import { asOwner, cliFixture } from './fixture.js';
 
 const fx = cliFixture('cli_owner');
@@ -110,22 +108,18 @@ describe('sideeffect migrate and purge against Postgres', () => {
     expect(young.stderr).toMatch(/--force/);
     expect((await fx.store.inspect(done.key))?.state).toBe('done');
     // On a terminal, a question; anything but yes deletes nothing.
-    const env = {
-      ...environment(),
-      database: { connectionString: databaseUrl() },
-      schema: fx.db.schema,
-    };
     const asked: string[] = [];
-    const answer = (yes: boolean) => async (question: string) => {
-      asked.push(question);
-      return yes;
-    };
-    const silent = { out: () => {}, err: () => {} };
+    const answer = (yes: boolean) => ({
+      confirm: async (question: string) => {
+        asked.push(question);
+        return yes;
+      },
+    });
     const args = ['purge', '--older-than', '1s', '--force'];
-    expect(await main(args, { ...silent, confirm: answer(false) }, env)).toBe(1);
+    expect((await cli(args, asOwner, answer(false))).code).toBe(1);
     expect(asked[0]).toMatch(/^purge done keys older than 1 s from schema .*\[y\/N\] $/);
     expect((await fx.store.inspect(done.key))?.state).toBe('done');
-    expect(await main(args, { ...silent, confirm: answer(true) }, env)).toBe(0);
+    expect((await cli(args, asOwner, answer(true))).code).toBe(0);
     expect(await fx.store.inspect(done.key)).toBeUndefined();
     const purged = await cli(
       ['purge', '--older-than', '1s', '--yes', '--force', '--json'],

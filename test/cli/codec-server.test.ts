@@ -463,6 +463,7 @@ describe('sideeffect codec-server on the command line', () => {
       {
         database: {},
         schema: 'sideeffect',
+        cwd: REPO_ROOT,
         temporal: () => {
           throw new Error('not used');
         },

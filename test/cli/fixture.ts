@@ -1,15 +1,14 @@
 /**
  * What the CLI files share: a fresh migrated schema per file, an operator role with exactly its
- * documented grants on it (docs/database-roles.md), a PgStore and Runner on it, the real
- * `sideeffect` command against it, and keys left uncertain as an operator finds them. The CLI is
- * tested in several files (by concern) so they run in parallel: each spawn of the command costs
- * about a second.
+ * documented grants on it (docs/database-roles.md), a PgStore and Runner on it, the `sideeffect`
+ * command against it (in-process, or the real binary when a test asks: test/support/cli.ts), and
+ * keys left uncertain as an operator finds them. The CLI is tested in several files, by concern.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { Runner } from '../../src/core/index.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
-import { type CliRun, runCli } from '../support/cli.js';
+import { type CliRun, type CliRunOptions, runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { type GrantedRole, grantedRole } from '../support/roles.js';
 
@@ -18,7 +17,7 @@ export interface CliFixture {
   readonly store: PgStore;
   readonly runner: Runner;
   /** The CLI against this file's schema, as the operator role unless `env` says otherwise. */
-  cli(args: string[], env?: Record<string, string>): Promise<CliRun>;
+  cli(args: string[], env?: Record<string, string>, options?: CliRunOptions): Promise<CliRun>;
   /** A new key whose apply failed after the call went out: uncertain, as the operator finds it. */
   uncertainKey(): Promise<{ key: string; resource: string }>;
 }
@@ -57,8 +56,8 @@ export function cliFixture(prefix: string): CliFixture {
     get runner() {
       return runner!;
     },
-    cli: (args, env = {}) =>
-      runCli(args, { DATABASE_URL: operator!.url, SIDEEFFECT_SCHEMA: db!.schema, ...env }),
+    cli: (args, env = {}, options = {}) =>
+      runCli(args, { DATABASE_URL: operator!.url, SIDEEFFECT_SCHEMA: db!.schema, ...env }, options),
     uncertainKey: async () => {
       n += 1;
       const action = { key: `order-${run}-${n}/charge`, resource: `card-${run}-${n}` };

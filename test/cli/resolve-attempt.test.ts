@@ -5,7 +5,8 @@
  * operator B, who checked attempt 1, must not decide attempt 2. Then who decided: the `temporal`
  * CLI's identity (its default and a typed `--identity`), our CLI's (with the OS user), and the
  * database role Postgres authenticated, which no caller of the store chooses. Real Postgres, the
- * real dev server, the real `sideeffect` and `temporal` commands in child processes.
+ * real dev server, the `temporal` command in a child process and `sideeffect`'s main in-process
+ * (test/support/cli.ts; test/cli/binary.test.ts runs the binary).
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

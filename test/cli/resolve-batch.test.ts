@@ -2,7 +2,7 @@
  * `sideeffect resolve --from-file` and `--resource` after an outage: hundreds of verdicts, each
  * through the key's ReconcileWorkflow when one runs (else the store), first resolution wins per
  * key, and a summary of decided / already decided / refused with the usual exit codes. Real
- * Postgres, the real dev server, the real CLI in a child process.
+ * Postgres, the real dev server, the CLI's main in-process (test/support/cli.ts).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

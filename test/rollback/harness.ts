@@ -5,18 +5,22 @@
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  NativeConnection,
+  Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import { expect } from 'vitest';
 import type { CompatibleWith } from '../../src/protocol/patches.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
-import { HISTORIES_DIR, releasedManifests } from '../histories/manifest.js';
+import { bundleCallers, quiet } from '../histories/bundle.js';
+import { releasedManifests } from '../histories/manifest.js';
 import { effects, type Recorded, runScenarios } from '../histories/scenarios.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
-
-/** The frozen callers every release's histories were recorded with. */
-const CALLERS = path.join(HISTORIES_DIR, 'workflows.ts');
 
 /** A history to replay, named for the failures it may give. */
 export type Replayable = Omit<Recorded, 'description'>;
@@ -33,8 +37,11 @@ export async function connectTemporal(): Promise<Temporal> {
   return { connection, native, client: new Client({ connection, namespace: TEMPORAL_NAMESPACE }) };
 }
 
-/** A Worker with the plugin (reminders every second) running the frozen callers or `bundle`. */
-export function workerOn(
+/**
+ * A Worker with the plugin (reminders every second) running the frozen callers, bundled with its
+ * `compatibleWith` as the plugin bundles them (once per file: bundleCallers), or `workflowBundle`.
+ */
+export async function workerOn(
   temporal: Temporal,
   options: {
     taskQueue: string;
@@ -49,7 +56,7 @@ export function workerOn(
     connection: temporal.native,
     namespace: TEMPORAL_NAMESPACE,
     taskQueue,
-    ...(workflowBundle ? { workflowBundle } : { workflowsPath: CALLERS }),
+    workflowBundle: workflowBundle ?? (await bundleCallers(compatibleWith)),
     ...(maxCachedWorkflows === undefined ? {} : { maxCachedWorkflows }),
     plugins: [
       new SideEffectPlugin({
@@ -109,4 +116,24 @@ export async function releasedHistories(version: string): Promise<Replayable[]> 
       history: JSON.parse(await readFile(path.join(manifest.dir, entry.file), 'utf8')),
     })),
   );
+}
+
+const frozen = new Map<string, Promise<WorkflowBundleWithSourceMap>>();
+
+/**
+ * A released version's frozen callers (./<version>/workflows.ts), bundled once per file: each
+ * bundling takes seconds, more under load.
+ */
+export function frozenCallers(version: '0.1.0' | '0.2.0'): Promise<WorkflowBundleWithSourceMap> {
+  let bundle = frozen.get(version);
+  if (!bundle) {
+    const workflowsPath = path.join(
+      path.dirname(fileURLToPath(import.meta.url)),
+      version,
+      'workflows.ts',
+    );
+    bundle = bundleWorkflowCode({ workflowsPath, logger: quiet });
+    frozen.set(version, bundle);
+  }
+  return bundle;
 }

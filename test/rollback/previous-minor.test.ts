@@ -1,15 +1,5 @@
-/**
- * Rolling back to the previous minor version: runs this version executed while set
- * `compatibleWith: '0.1'` replay on 0.1.0's workflow code (frozen in ./0.1.0/), so a 0.1.0 worker
- * can take them over; the same scenarios run without the option do not (their patch markers and
- * new commands fail a 0.1.0 replay), which is what the option is for. The current code, with the
- * option or without, keeps replaying both sets and the released 0.1.0 histories.
- */
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import {
-  bundleWorkflowCode,
   DefaultLogger,
   Runtime,
   Worker,
@@ -21,12 +11,13 @@ import { heldPatches, workflowPatches } from '../../src/protocol/patches.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
-import { bundleCallers, quiet } from '../histories/bundle.js';
+import { bundleCallers } from '../histories/bundle.js';
 import { patchesIn } from '../histories/markers.js';
 import { effects, patchesReached, type Recorded } from '../histories/scenarios.js';
 import { TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
 import {
   connectTemporal,
+  frozenCallers,
   type Replayable,
   recordOn,
   releasedHistories,
@@ -36,9 +27,6 @@ import {
 } from './harness.js';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const PREVIOUS_CALLERS = path.join(here, '0.1.0', 'workflows.ts');
 
 let temporal: Temporal;
 let client: Client;
@@ -109,7 +97,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
   });
 
   it("0.1.0's workflow code replays every run made with the option, but the caller that refused a forged reconciled", async () => {
-    const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
+    const previous = await frozenCallers('0.1.0');
     // 0.1.0 returned whatever a well-formed `reconciled` carried; a run that refuses one cannot
     // replay there, however it refuses (docs/versioning.md): it keeps the protection instead.
     const failures = await replayFailures(previous, compatible);
@@ -118,7 +106,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
   }, 120_000);
 
   it("0.1.0's workflow code fails the same scenarios run without the option", async () => {
-    const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
+    const previous = await frozenCallers('0.1.0');
     const failures = await replayFailures(previous, unrestricted);
     expect(Object.keys(failures).sort()).toEqual(unrestricted.map((entry) => entry.name).sort());
     for (const failure of Object.values(failures)) expect(failure).toMatch(/[Nn]ondetermin/);

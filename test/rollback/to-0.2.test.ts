@@ -1,19 +1,12 @@
-/**
- * Rolling back from this version to 0.2.x: runs executed while set `compatibleWith: '0.2'` replay
- * on 0.2.0's workflow code (frozen in ./0.2.0/), so a 0.2.0 worker can take them over. The same
- * scenarios run without the option fail there exactly where they took a patch 0.2 does not know.
- * The current code, with the option or without, replays both sets and the 0.2.0 histories.
- */
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, DefaultLogger, Runtime } from '@temporalio/worker';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { heldPatches, workflowPatches } from '../../src/protocol/patches.js';
-import { bundleCallers, quiet } from '../histories/bundle.js';
+import { bundleCallers } from '../histories/bundle.js';
 import { patchesIn } from '../histories/markers.js';
 import type { Recorded } from '../histories/scenarios.js';
 import {
   connectTemporal,
+  frozenCallers,
   recordOn,
   releasedHistories,
   replayFailures,
@@ -21,12 +14,6 @@ import {
 } from './harness.js';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
-
-const PREVIOUS_CALLERS = path.join(
-  path.dirname(fileURLToPath(import.meta.url)),
-  '0.2.0',
-  'workflows.ts',
-);
 
 /** The ids of the patches 0.2 does not know. */
 const newerIds = new Set<string>(heldPatches('0.2').map((patch) => workflowPatches[patch].id));
@@ -58,12 +45,11 @@ describe("compatibleWith: '0.2' keeps a rollback to 0.2.0 replayable", () => {
   });
 
   it("0.2.0's workflow code replays every run made with the option", async () => {
-    const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
-    expect(await replayFailures(previous, compatible)).toEqual({});
+    expect(await replayFailures(await frozenCallers('0.2.0'), compatible)).toEqual({});
   }, 120_000);
 
   it("0.2.0's workflow code fails exactly the runs made without the option that took a newer patch", async () => {
-    const previous = await bundleWorkflowCode({ workflowsPath: PREVIOUS_CALLERS, logger: quiet });
+    const previous = await frozenCallers('0.2.0');
     const tookNewer = unrestricted
       .filter((entry) => patchesIn(entry.history).some((id) => newerIds.has(id)))
       .map((entry) => entry.name);

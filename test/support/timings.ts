@@ -57,3 +57,31 @@ export function mergeTimings(
     .sort((a, b) => (b.ms ?? -1) - (a.ms ?? -1));
   return { ...previous, measuredAt, files };
 }
+
+/** One file as a run left it: its time, and its state (only a passed file's time is kept). */
+export interface RunTiming {
+  file: string;
+  ms: number;
+  /** vitest's: `passed`, `failed`, `skipped`, ... */
+  state: string;
+}
+
+/**
+ * What `npm run test:timings` prints at the end: the ten slowest files of this run and the total,
+ * summed over the files (what three parallel files share) and as the run's wall-clock time.
+ */
+export function timingsSummary(run: readonly RunTiming[], wallMs: number): string {
+  const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const slowest = [...run].sort((a, b) => b.ms - a.ms).slice(0, 10);
+  const width = Math.max(0, ...slowest.map((entry) => seconds(entry.ms).length));
+  const summed = run.reduce((sum, entry) => sum + entry.ms, 0);
+  const failed = run.filter((entry) => entry.state === 'failed').length;
+  return [
+    `the ${slowest.length} slowest of ${run.length} files:`,
+    ...slowest.map(
+      (entry) =>
+        `  ${seconds(entry.ms).padStart(width)}  ${entry.file}${entry.state === 'passed' ? '' : ` (${entry.state})`}`,
+    ),
+    `total: ${seconds(summed)} summed over ${run.length} files${failed ? ` (${failed} failed)` : ''}, ${seconds(wallMs)} wall-clock`,
+  ].join('\n');
+}

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../support/temporal.js';
-import { mergeTimings, readTimings, TIMINGS_FILE } from '../support/timings.js';
+import { mergeTimings, readTimings, TIMINGS_FILE, timingsSummary } from '../support/timings.js';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'sideeffect-timings-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -56,5 +56,22 @@ describe(TIMINGS_FILE, () => {
       measuredAt: '2026-12-02T00:00:00.000Z',
       files: [{ file: 'c', ms: 40 }, { file: 'new', ms: 20 }, { file: 'a', ms: 10 }, { file: 'b' }],
     });
+  });
+
+  it('the summary at the end of a run: its ten slowest files, then the total', () => {
+    const run = Array.from({ length: 12 }, (_, i) => ({
+      file: `test/f${i}.test.ts`,
+      ms: (i + 1) * 1000,
+      state: i === 10 ? 'failed' : 'passed',
+    }));
+    const lines = timingsSummary(run, 30_500).split('\n');
+    expect(lines[0]).toBe('the 10 slowest of 12 files:');
+    expect(lines.slice(1, 11)).toEqual(
+      [12, 11, 10, 9, 8, 7, 6, 5, 4, 3].map(
+        (s) => `  ${`${s}.0 s`.padStart(6)}  test/f${s - 1}.test.ts${s === 11 ? ' (failed)' : ''}`,
+      ),
+    );
+    expect(lines[11]).toBe('total: 78.0 s summed over 12 files (1 failed), 30.5 s wall-clock');
+    expect(lines).toHaveLength(12);
   });
 });

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { type CodecServer, isLoopback, startCodecServer, tokenProblem } from '../codec-server.js';
 import { type Context, defineCommand, type OptionCheck } from '../command.js';
 import { loadDataConverter } from '../data-converter.js';
@@ -165,7 +166,10 @@ function readToken(
       ? { from: '' }
       : { token: env.codecToken.trim(), from: 'SIDEEFFECT_CODEC_TOKEN' };
   try {
-    return { token: readFileSync(tokenFile, 'utf8').trim(), from: `--token-file ${tokenFile}` };
+    return {
+      token: readFileSync(path.resolve(env.cwd, tokenFile), 'utf8').trim(),
+      from: `--token-file ${tokenFile}`,
+    };
   } catch (error) {
     return { problem: `cannot read --token-file ${tokenFile}: ${(error as Error).message}` };
   }
@@ -192,7 +196,7 @@ async function serve(params: Serve, ctx: Context): Promise<number> {
     return usage(
       'codec-server needs --data-converter PATH (or SIDEEFFECT_DATA_CONVERTER): the module of your dataConverter',
     );
-  const codecs = (await loadDataConverter(modulePath)).payloadCodecs ?? [];
+  const codecs = (await loadDataConverter(modulePath, ctx.env.cwd)).payloadCodecs ?? [];
   if (codecs.length === 0)
     return usage(
       `${modulePath}: its data converter has no payloadCodecs, so a codec server has nothing to encode or decode`,

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { DataConverter } from '@temporalio/client';
 import { resolveInputError } from '../../../protocol/resolve-input.js';
 import type { Context } from '../../command.js';
@@ -46,7 +47,7 @@ export async function runFromFile(
   dataConverter: DataConverter | undefined,
 ): Promise<number> {
   const { store } = ctx.database();
-  let verdicts = await readVerdictFile(params.file, params.by, params.anyAttempt);
+  let verdicts = await readVerdictFile(params.file, ctx.env.cwd, params.by, params.anyAttempt);
   // Lines without a fence judge each key's current attempt: read now and sent with it, so each
   // verdict still names one attempt (the one the summary prints).
   if (params.anyAttempt)
@@ -64,16 +65,17 @@ export async function runFromFile(
 /**
  * Reads `--from-file`: one JSON verdict a line (blank lines skipped), e.g. made from the
  * downstream's export. Every line is checked before anything is sent, so a typo on line 300
- * never leaves the run half applied.
+ * never leaves the run half applied. A relative `file` is read from `cwd`.
  */
 async function readVerdictFile(
   file: string,
+  cwd: string,
   defaultBy: string,
   anyAttempt: boolean,
 ): Promise<KeyVerdict[]> {
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readFile(path.resolve(cwd, file), 'utf8');
   } catch (error) {
     throw new UsageError(`cannot read ${file}: ${(error as Error).message}`);
   }

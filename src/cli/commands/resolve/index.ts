@@ -44,7 +44,7 @@ again: decided keys then report "already decided").`,
   },
   async run(params, ctx) {
     const path = params.dataConverter ?? ctx.env.dataConverterPath;
-    const dataConverter = path ? await loadDataConverter(path) : undefined;
+    const dataConverter = path ? await loadDataConverter(path, ctx.env.cwd) : undefined;
     if (params.form === 'key') return runKey(params, ctx, dataConverter);
     if (params.form === 'by-resource') return runByResource(params, ctx, dataConverter);
     return runFromFile(params, ctx, dataConverter);
