@@ -154,6 +154,16 @@ describe('docs/database-roles.md, run as written', () => {
         refusedBy: 'owner',
       });
       expect(await store.purge({ olderThanMs: WEEK })).toBe(0);
+      // Breakers (0021): the runtime role counts outcomes and admits attempts through functions.
+      const bank = {
+        group: 'bank',
+        threshold: 1,
+        windowMs: 60_000,
+        coolDownMs: 60_000,
+        maxCoolDownMs: 60_000,
+      };
+      await store.recordOutcome(bank, { key: 'lost', fence: 2, outcome: 'uncertain' });
+      expect(await store.admitAttempt(bank, 'next')).toMatchObject({ admitted: false });
       for (const ddl of [
         `create table ${schema}.x (id int)`,
         `alter table ${schema}.keys add column x int`,
@@ -270,6 +280,12 @@ describe('docs/database-roles.md, run as written', () => {
         `select ${s}.conclude('forbidden', 'x', now())`,
         `select ${s}.tx_complete('forged', 'vault', '\\x00'::bytea, 1, 'unknown', null)`,
         `select ${s}.secure_store_functions()`,
+        `select ${s}.breaker_move('bank', 'closed', 'forged', 'x', null, now())`,
+        // a breaker moved, or its history rewritten, without its functions
+        `insert into ${s}.breakers (grp, since, reason, actor) values ('bank', now(), 'x', 'x')`,
+        `update ${s}.breakers set state = 'closed'`,
+        `delete from ${s}.breaker_events`,
+        `insert into ${s}.breaker_outcomes (grp, key, fence, at) values ('bank', 'k', 1, now())`,
         // the store's own functions, used to forge
         `select ${s}.raise_sink_mark('vault', 1000, false)`,
         `select * from ${s}.tx_record('forged', 'vault', '\\x00'::bytea, 1, 'unknown', null, txid_current())`,

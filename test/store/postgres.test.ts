@@ -1,3 +1,4 @@
+import { describeBreakerConformance } from '../conformance/breaker-conformance.js';
 import { describeStoreConformance } from '../conformance/store-conformance.js';
 import { describeStoreProperties } from '../conformance/store-properties.js';
 import type { BatchingMode } from '../support/batching.js';
@@ -21,3 +22,5 @@ for (const batching of ['on', 'every call', 'off'] as const satisfies BatchingMo
     sized(250, 1_000),
   );
 }
+// Breakers through their functions only (0021), batching does not touch them.
+describeBreakerConformance('PgStore', () => pgHarness('pg_breakers'));
