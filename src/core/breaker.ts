@@ -67,7 +67,15 @@ export interface BreakerTransition {
  */
 export type BreakerAdmission =
   | { admitted: true; probe: boolean; record?: BreakerRecord; transition?: BreakerTransition }
-  | { admitted: false; record: BreakerRecord; retryAt: number; transition?: BreakerTransition };
+  | {
+      admitted: false;
+      record: BreakerRecord;
+      /** When to ask again, by the store's clock (epoch ms). */
+      retryAt: number;
+      /** `retryAt` less the store's now: what a worker whose clock differs waits. */
+      retryAfterMs: number;
+      transition?: BreakerTransition;
+    };
 
 /**
  * How an admitted attempt ended, as far as its breaker cares: `uncertain` counts (and re-opens
@@ -138,6 +146,7 @@ export class BreakerOpenError extends SideEffectError {
   constructor(
     readonly record: BreakerRecord,
     readonly retryAt: number,
+    readonly retryAfterMs: number,
   ) {
     super(pausedMessage(record, retryAt));
   }
@@ -257,7 +266,12 @@ export class BreakerMachine {
       return { admitted: true, probe: true, record: this.#record(row, now) };
     }
     const retryAt = row.until ?? now + policy.coolDownMs;
-    return { admitted: false, record: this.#record(row, now), retryAt };
+    return {
+      admitted: false,
+      record: this.#record(row, now),
+      retryAt,
+      retryAfterMs: retryAt - now,
+    };
   }
 
   record(

@@ -68,7 +68,11 @@ export function describeBreakerConformance(
       expect(third.record.reason).toContain('3 uncertain outcomes');
       expect(third.record.nextHalfOpenAt).toBe(third.record.since + COOL);
       const refused = await store.admitAttempt(policy, 'new');
-      expect(refused).toMatchObject({ admitted: false, retryAt: third.record.since + COOL });
+      expect(refused).toMatchObject({
+        admitted: false,
+        retryAt: third.record.since + COOL,
+        retryAfterMs: COOL,
+      });
       await h.advance(COOL - 1);
       expect((await store.admitAttempt(policy, 'new')).admitted).toBe(false);
     });

@@ -52,6 +52,7 @@ interface AdmitRow extends AnswerRow {
   o_admitted: boolean;
   o_probe: boolean;
   o_retry_at_ms: string | null;
+  o_retry_after_ms: string | null;
 }
 
 /** PgStore's breakers ({@link BreakerStore}): the state in the store, judged by its clock. */
@@ -81,6 +82,7 @@ export class PgBreakers implements BreakerStore {
       admitted: false,
       record: recordOf(row),
       retryAt: int(row.o_retry_at_ms),
+      retryAfterMs: int(row.o_retry_after_ms),
       ...(transition ? { transition } : {}),
     };
   }

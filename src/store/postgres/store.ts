@@ -1,12 +1,4 @@
 import type pg from 'pg';
-import {
-  FenceStaleError,
-  InvalidActionError,
-  KeyConflictError,
-  PurgeBelowFloorError,
-  StoreUnavailableError,
-  UnexpectedStoreAnswerError,
-} from '../../core/errors.js';
 import type {
   BreakerAdmission,
   BreakerAnswer,
@@ -17,6 +9,14 @@ import type {
   BreakerStore,
   BreakerTransition,
 } from '../../core/breaker.js';
+import {
+  FenceStaleError,
+  InvalidActionError,
+  KeyConflictError,
+  PurgeBelowFloorError,
+  StoreUnavailableError,
+  UnexpectedStoreAnswerError,
+} from '../../core/errors.js';
 import { maskConnectionString } from '../../core/mask.js';
 import type { Execution } from '../../core/runner.js';
 import type {

@@ -116,6 +116,7 @@ create function breaker_admit(
   out o_admitted boolean,
   out o_probe boolean,
   out o_retry_at_ms bigint,
+  out o_retry_after_ms bigint,
   out o_from text,
   out o_group text,
   out o_state text,
@@ -160,6 +161,7 @@ begin
   else
     o_admitted := false;
     o_retry_at_ms := epoch_ms(coalesce(b.until, v_now + p_cool_ms * interval '1 millisecond'));
+    o_retry_after_ms := o_retry_at_ms - epoch_ms(v_now);
   end if;
   select a.o_group, a.o_state, a.o_since_ms, a.o_reason, a.o_by, a.o_identity, a.o_manual,
          a.o_uncertain, a.o_until_ms, a.o_cool_ms, a.o_probe_key
