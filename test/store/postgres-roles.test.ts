@@ -204,6 +204,21 @@ describe('docs/database-roles.md, run as written', () => {
       );
       expect(direct, direct.stderr).toMatchObject({ code: 0 });
       expect((await store.inspect('lost'))?.state).toBe('free');
+      // Breakers (0021): the operator lists them and closes one, through the functions only.
+      const listed = await runCli(['breakers', '-o', 'json'], env);
+      expect(listed, listed.stderr).toMatchObject({ code: 0 });
+      expect(JSON.parse(listed.stdout)).toMatchObject([{ group: 'bank', state: 'open' }]);
+      const closed = await runCli(
+        ['breaker', 'close', 'bank', '--reason', 'bank recovered', '--by', 'alice'],
+        env,
+      );
+      expect(closed, closed.stderr).toMatchObject({ code: 0 });
+      expect((await store.breakerEvents('bank')).at(-1)).toMatchObject({
+        from: 'open',
+        to: 'closed',
+        by: 'alice',
+        identity: expect.stringContaining('sideeffect-cli:'),
+      });
       for (const write of [
         `update ${schema}.keys set state = 'done' where key = 'lost'`,
         `insert into ${schema}.events (key, from_state, to_state, fence, reason, actor, at) values ('lost', 'free', 'done', 1, 'x', 'x', now())`,
