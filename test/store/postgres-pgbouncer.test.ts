@@ -7,6 +7,7 @@
  * call (the path a lone call takes), which postgres.test.ts covers without the pooler.
  */
 import { afterAll } from 'vitest';
+import { describeBreakerConformance } from '../conformance/breaker-conformance.js';
 import { describeStoreConformance } from '../conformance/store-conformance.js';
 import type { BatchingMode } from '../support/batching.js';
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
@@ -29,3 +30,9 @@ for (const batching of modes) {
     },
   );
 }
+// Breakers (0021): one function call per decision, nothing kept on the session.
+describeBreakerConformance('PgStore through PgBouncer (transaction pooling)', async () => {
+  bouncer ??= startPgBouncer({ serverConnections: 4 });
+  const { url } = await bouncer;
+  return pgHarness('pg_bouncer_breakers', { via: { url, transactionPooling: true } });
+});

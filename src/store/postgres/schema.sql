@@ -263,7 +263,7 @@ end
 $$;
 
 -- FUNCTION breaker_admit(text, text, bigint)
-CREATE FUNCTION <schema>.breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) RETURNS record
+CREATE FUNCTION <schema>.breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO '<schema>', 'pg_temp'
     AS $$
@@ -295,6 +295,7 @@ begin
   else
     o_admitted := false;
     o_retry_at_ms := epoch_ms(coalesce(b.until, v_now + p_cool_ms * interval '1 millisecond'));
+    o_retry_after_ms := o_retry_at_ms - epoch_ms(v_now);
   end if;
   select a.o_group, a.o_state, a.o_since_ms, a.o_reason, a.o_by, a.o_identity, a.o_manual,
          a.o_uncertain, a.o_until_ms, a.o_cool_ms, a.o_probe_key
@@ -1661,8 +1662,8 @@ REVOKE ALL ON FUNCTION <schema>.acquire_batch(p_ords integer[], p_keys text[], p
 -- ACL FUNCTION acquire_fresh(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
 REVOKE ALL ON FUNCTION <schema>.acquire_fresh(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
 
--- ACL FUNCTION breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text)
-REVOKE ALL ON FUNCTION <schema>.breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) FROM PUBLIC;
+-- ACL FUNCTION breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text)
+REVOKE ALL ON FUNCTION <schema>.breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) FROM PUBLIC;
 
 -- ACL FUNCTION breaker_answer(p_group text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text)
 REVOKE ALL ON FUNCTION <schema>.breaker_answer(p_group text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) FROM PUBLIC;
