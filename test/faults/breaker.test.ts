@@ -34,7 +34,7 @@ const PAYMENTS = 200;
 /** Charges the bank answers before its outage starts. */
 const HEALTHY_CHARGES = 40;
 /** The outage: "30 s", scaled down; the bank takes each charge, then hangs up after HANG_MS. */
-const OUTAGE_MS = 6_000;
+const OUTAGE_MS = 8_000;
 const HANG_MS = 300;
 const SLOTS_PER_WORKER = 10;
 const WORKERS = 2;
@@ -159,20 +159,23 @@ async function runLane(withBreaker: boolean): Promise<Lane> {
 
   const handles: WorkflowHandle[] = [];
   try {
-    for (let i = 0; i < PAYMENTS; i++) {
-      handles.push(
-        await client.workflow.start('guarded', {
-          taskQueue,
-          workflowId: `${taskQueue}-pay-${i}`,
-          // Half of them with a retry budget a long pause would exhaust: they must still complete.
-          args: [
-            'charge',
-            { card: `c${i}` },
-            i % 2 === 0 ? {} : { retry: { maximumAttempts: 2, initialInterval: '100ms' } },
-          ],
-        }),
-      );
-    }
+    // 200 payments at once: started together, each waiting for an activity slot.
+    handles.push(
+      ...(await Promise.all(
+        Array.from({ length: PAYMENTS }, (_, i) =>
+          client.workflow.start('guarded', {
+            taskQueue,
+            workflowId: `${taskQueue}-pay-${i}`,
+            // Half with a retry budget a long pause would exhaust: they must still complete.
+            args: [
+              'charge',
+              { card: `c${i}` },
+              i % 2 === 0 ? {} : { retry: { maximumAttempts: 2, initialInterval: '100ms' } },
+            ],
+          }),
+        ),
+      )),
+    );
 
     // The person on call: once the bank is back, closes the breaker by hand, then decides every
     // doubtful key from the bank's ledger until every payment is done.
