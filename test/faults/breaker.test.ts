@@ -6,8 +6,8 @@
  *
  * - without it, every charge that meets the outage needs a person (counted);
  * - with it, at most THRESHOLD + the attempts in flight when it opened (at most every activity
- *   slot of both workers) + the attempts the other worker started while it still trusted its
- *   cached "closed" (at most its slots) + one per half-open attempt that ended uncertain;
+ *   slot of both workers) + one per half-open attempt that ended uncertain (the workers ask the
+ *   store for every attempt here: closedCacheMs 0);
  * - after the bank recovers (and a person closes the breaker with the CLI) every payment
  *   completes; the uncertain keys are decided from the bank's ledger, as a person would;
  * - 0 duplicate charges, 0 stale writes landed, and each half-open let exactly one new charge
@@ -34,9 +34,9 @@ const PAYMENTS = 200;
 /** Charges the bank answers before its outage starts. */
 const HEALTHY_CHARGES = 40;
 /** The outage: "30 s", scaled down; the bank takes each charge, then hangs up after HANG_MS. */
-const OUTAGE_MS = 8_000;
+const OUTAGE_MS = 10_000;
 const HANG_MS = 300;
-const SLOTS_PER_WORKER = 10;
+const SLOTS_PER_WORKER = 8;
 const WORKERS = 2;
 const THRESHOLD = 5;
 const BREAKER = {
@@ -143,6 +143,9 @@ async function runLane(withBreaker: boolean): Promise<Lane> {
       ttlMs: 5_000,
       sweepEveryMs: 0,
       client,
+      // Every attempt asks the store, so the bound is the issue's: no cached "closed" (the
+      // default 100 ms adds at most the other worker's slots; test/core/breaker.test.ts).
+      breaker: { closedCacheMs: 0 },
     });
     workers.push(
       await Worker.create({
@@ -292,7 +295,7 @@ describe('fault injection, a bank that takes charges and times out: the breaker'
     expect(without.needingPerson).toBeGreaterThan(bound(withBreaker));
   });
 
-  it('with it, at most N + the attempts in flight when it opened (+ the cache window, + one per uncertain half-open) need a person', () => {
+  it('with it, at most N + the attempts in flight when it opened (+ one per uncertain half-open) need a person', () => {
     expect(withBreaker.needingPerson).toBeGreaterThanOrEqual(THRESHOLD);
     expect(withBreaker.needingPerson).toBeLessThanOrEqual(bound(withBreaker));
     expect(withBreaker.needingPerson).toBeLessThan(without.needingPerson);
@@ -319,6 +322,5 @@ describe('fault injection, a bank that takes charges and times out: the breaker'
 /** The stated bound on keys needing a person with the breaker on. */
 function bound(lane: Lane): number {
   const inFlightWhenOpened = WORKERS * SLOTS_PER_WORKER;
-  const startedOnStaleCache = SLOTS_PER_WORKER;
-  return THRESHOLD + inFlightWhenOpened + startedOnStaleCache + lane.reopened;
+  return THRESHOLD + inFlightWhenOpened + lane.reopened;
 }
