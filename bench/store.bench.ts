@@ -167,9 +167,12 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
       const key = `c-${run}-${caller}-${n}`;
       applied(
         await runner.execute({ key, resource: `r-${caller}` }, async () => result, {
-          admit: async () => {
-            const admission = await gate.admit(bank, key, observer);
-            if (!admission.admitted) throw new Error('the bench breaker opened');
+          // As the effect activity does: a trusted "closed" answers at once.
+          admit: () => {
+            if (gate.trustsClosed(bank.group)) return;
+            return gate.admit(bank, key, observer).then((admission) => {
+              if (!admission.admitted) throw new Error('the bench breaker opened');
+            });
           },
         }),
       );

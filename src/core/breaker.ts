@@ -124,6 +124,8 @@ export interface BreakerStore {
   ): Promise<BreakerAnswer>;
   /** A person's open or close; wins over the thresholds until the next transition. */
   setBreaker(group: string, command: BreakerCommand): Promise<BreakerAnswer>;
+  /** The group's breaker, or undefined if it never had an uncertain outcome nor a person's move. A read: it moves nothing. */
+  breaker(group: string): Promise<BreakerRecord | undefined>;
   /** Every group's breaker, by group name. */
   breakers(): Promise<BreakerRecord[]>;
   /** The group's transitions, oldest first. */
@@ -340,6 +342,11 @@ export class BreakerMachine {
     );
     row.manual = true;
     return { record: this.#record(row, now), transition };
+  }
+
+  get(group: string, now: number): BreakerRecord | undefined {
+    const row = this.#rows.get(group);
+    return row && this.#record(row, now);
   }
 
   list(now: number): BreakerRecord[] {

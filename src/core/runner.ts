@@ -212,7 +212,9 @@ export class Runner {
 
     if (options.admit) {
       try {
-        await options.admit(acquisition.lease);
+        // Not awaited when it answers at once: a closed breaker's check adds no turn of the loop.
+        const admitting = options.admit(acquisition.lease);
+        if (admitting) await admitting;
       } catch (error) {
         await releaseQuietly(store, checked, acquisition.lease);
         return { outcome: 'failed', error };

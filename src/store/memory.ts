@@ -384,6 +384,10 @@ export class MemoryStore implements Store, VerdictHolding, BreakerStore {
     return this.#breakers.set(checkBreakerGroup(group), checkBreakerCommand(command), this.#now());
   }
 
+  async breaker(group: string): Promise<BreakerRecord | undefined> {
+    return this.#breakers.get(checkBreakerGroup(group), this.#now());
+  }
+
   async breakers(): Promise<BreakerRecord[]> {
     return this.#breakers.list(this.#now());
   }

@@ -55,6 +55,7 @@ export function describeBreakerConformance(
     it('is closed until anything happens: attempts are admitted, nothing is recorded', async () => {
       expect(await store.admitAttempt(policy, 'k')).toEqual({ admitted: true, probe: false });
       expect((await store.breakers()).find((b) => b.group === policy.group)).toBeUndefined();
+      expect(await store.breaker(policy.group)).toBeUndefined();
     });
 
     it('opens at the threshold-th uncertain outcome within the window, and refuses new attempts until the cool-down ends', async () => {
@@ -67,6 +68,7 @@ export function describeBreakerConformance(
       expect(third.record.state).toBe('open');
       expect(third.record.reason).toContain('3 uncertain outcomes');
       expect(third.record.nextHalfOpenAt).toBe(third.record.since + COOL);
+      expect(await store.breaker(policy.group)).toEqual(third.record);
       const refused = await store.admitAttempt(policy, 'new');
       expect(refused).toMatchObject({
         admitted: false,

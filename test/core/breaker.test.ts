@@ -64,27 +64,37 @@ describe('Runner admit: a new attempt refused after its grant', () => {
 });
 
 describe('BreakerGate', () => {
-  it('trusts a closed answer for closedCacheMs, and forgets it once its own record opens the breaker', async () => {
+  it('trusts a closed answer for closedCacheMs (one read for callers asking at once), and forgets it once its own record opens the breaker', async () => {
     const store = new MemoryStore();
-    let asked = 0;
+    let reads = 0;
+    let admits = 0;
     const counting: BreakerStore = {
       admitAttempt: (...args) => {
-        asked += 1;
+        admits += 1;
         return store.admitAttempt(...args);
       },
       recordOutcome: (...args) => store.recordOutcome(...args),
       setBreaker: (...args) => store.setBreaker(...args),
+      breaker: (group) => {
+        reads += 1;
+        return store.breaker(group);
+      },
       breakers: () => store.breakers(),
       breakerEvents: (group) => store.breakerEvents(group),
     };
     const gate = new BreakerGate(counting, 60_000);
-    expect((await gate.admit(policy, 'a', observer)).admitted).toBe(true);
-    expect((await gate.admit(policy, 'b', observer)).admitted).toBe(true);
-    expect(asked).toBe(1);
+    const first = await Promise.all(
+      ['a', 'b', 'c'].map((key) => gate.admit(policy, key, observer)),
+    );
+    expect(first.every((admission) => admission.admitted)).toBe(true);
+    expect(gate.trustsClosed('bank')).toBe(true);
+    expect((await gate.admit(policy, 'd', observer)).admitted).toBe(true);
+    expect({ reads, admits }).toEqual({ reads: 1, admits: 0 });
     await gate.record(policy, { key: 'a', fence: 1, outcome: 'uncertain' }, observer);
-    const refused = await gate.admit(policy, 'c', observer);
+    expect(gate.trustsClosed('bank')).toBe(false);
+    const refused = await gate.admit(policy, 'e', observer);
     expect(refused.admitted).toBe(false);
-    expect(asked).toBe(2);
+    expect({ reads, admits }).toEqual({ reads: 2, admits: 1 });
     if (!refused.admitted) {
       const error = new BreakerOpenError(refused.record, refused.retryAt, refused.retryAfterMs);
       expect(error.code).toBe('BREAKER_OPEN');

@@ -25,6 +25,7 @@ const BREAKER_SQL = {
   admit: (s: string) => `select * from ${s}.breaker_admit($1, $2, $3)`,
   record: (s: string) => `select * from ${s}.breaker_record($1, $2, $3, $4, $5, $6, $7, $8)`,
   set: (s: string) => `select * from ${s}.breaker_set($1, $2, $3, $4, $5)`,
+  one: (s: string) => `select * from ${s}.breaker_answer($1)`,
   list: (s: string) => `select * from ${s}.breaker_list()`,
   history: (s: string) => `select * from ${s}.breaker_history($1)`,
 };
@@ -111,6 +112,11 @@ export class PgBreakers implements BreakerStore {
     const { state, reason, by, identity } = checkBreakerCommand(command);
     const values = [g, state === 'open', reason, by, identity ?? null];
     return answerOf((await this.#rows<AnswerRow>('set', values))[0]!);
+  }
+
+  async breaker(group: string): Promise<BreakerRecord | undefined> {
+    const row = (await this.#rows<RecordRow>('one', [checkBreakerGroup(group)]))[0];
+    return row?.o_group == null ? undefined : recordOf(row);
   }
 
   async breakers(): Promise<BreakerRecord[]> {

@@ -311,6 +311,10 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     return this.#breakers.setBreaker(group, command);
   }
 
+  breaker(group: string): Promise<BreakerRecord | undefined> {
+    return this.#breakers.breaker(group);
+  }
+
   breakers(): Promise<BreakerRecord[]> {
     return this.#breakers.breakers();
   }
