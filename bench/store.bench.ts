@@ -10,6 +10,9 @@
  * - transactional: `Runner.executeInTransaction` inserting one row on the store's transaction,
  *   beside (a) the same insert as a hand-written same-database idempotent write (one transaction:
  *   claim the key row, the insert, record the result) and (b) our own `execute` + `writeFenced`.
+ * - execute with a closed breaker: the same execute with the effect activity's breaker check
+ *   (`BreakerGate` as the worker builds it, default closedCacheMs) beside the plain one; target
+ *   at most 3 % slower at 8 callers.
  * - latency of one caller's execute, p50 and p99, with the store's batching on and off.
  *
  * Each pair runs ROUNDS rounds in alternating order, each round measuring both sides back to
@@ -24,8 +27,10 @@
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
+import { noopMetricMeter } from '@temporalio/common';
 import pg from 'pg';
-import { Runner } from '../src/core/index.js';
+import { BreakerGate } from '../src/activities/breaker-gate.js';
+import { defaultBreakerPolicy, Runner } from '../src/core/index.js';
 import { migrate, PgFencedSink, PgStore } from '../src/store/postgres/index.js';
 import { BackendCpu, cpuMethod } from './support/backend-cpu.js';
 import { batchedUpserts } from './support/batched-upserts.js';
@@ -82,6 +87,14 @@ const SCENARIOS: Scenario[] = [
   },
   { name: 'replay / select', ours: 'replay', peer: 'select', targets: { 32: 1.0 } },
   {
+    // The effect activity's breaker check on a closed breaker (docs/operations.md, "Outages"):
+    // the worker trusts the store's "closed" for closedCacheMs, so no round trip per attempt.
+    name: 'execute with a closed breaker / execute',
+    ours: 'execute + closed breaker',
+    peer: 'execute',
+    targets: { 8: 0.97 },
+  },
+  {
     name: 'transactional / hand-written',
     ours: 'transactional',
     peer: 'hand-written transaction',
@@ -113,6 +126,9 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
   const unbatched = new PgStore({ pool, schema, batching: false });
   const sink = new PgFencedSink({ pool, schema });
   const runner = new Runner(store, { ttlMs: 30_000 });
+  const gate = new BreakerGate(store);
+  const bank = { ...defaultBreakerPolicy, group: 'bench-bank' };
+  const observer = { meter: noopMetricMeter, log: () => {} };
   const unbatchedRunner = new Runner(unbatched, { ttlMs: 30_000 });
   const result = { payload: new TextEncoder().encode('ok') };
   const resultBytes = Buffer.from(result.payload);
@@ -159,6 +175,20 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
           { key: `e-${run}-${caller}-${n}`, resource: `r-${caller}` },
           async () => result,
         ),
+      );
+    },
+    'execute + closed breaker': async (caller, n) => {
+      const key = `c-${run}-${caller}-${n}`;
+      applied(
+        await runner.execute({ key, resource: `r-${caller}` }, async () => result, {
+          // As the effect activity does: a trusted "closed" answers at once.
+          admit: () => {
+            if (gate.trustsClosed(bank.group)) return;
+            return gate.admit(bank, key, observer).then((admission) => {
+              if (!admission.admitted) throw new Error('the bench breaker opened');
+            });
+          },
+        }),
       );
     },
     '2 upserts': async (caller, n) => {

@@ -1,5 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { BreakerOpenError, type BreakerOutcome, type BreakerPolicy } from '../core/breaker.js';
 import { NotAppliedError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
@@ -9,6 +10,12 @@ import { SideEffectFailureType } from '../protocol/failures.js';
 import { OUTCOMES_METRIC, type OutcomeLabel } from '../protocol/metrics.js';
 import type { EffectRequest, EffectResponse, ProbeAnswer } from '../protocol/wire.js';
 import { KeyedGate } from '../syncx/index.js';
+import {
+  type BreakerDefaults,
+  type BreakerGate,
+  breakerPolicy,
+  type Observer,
+} from './breaker-gate.js';
 import type { AnyEffect, SideEffectDefinition } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
 import { resultError } from './result-check.js';
@@ -18,6 +25,8 @@ export interface EffectActivityContext {
   runner: Runner;
   ttlMs: number;
   minContendedDelayMs: number;
+  /** The store's breakers, when it keeps them, and the plugin's default of every effect's breaker. */
+  breakers?: { gate: BreakerGate; defaults: BreakerDefaults };
 }
 
 /**
@@ -31,7 +40,12 @@ export function effectActivity(name: string, effect: AnyEffect, shared: EffectAc
     key: effect.inFlight.key ?? (() => name),
     limit: effect.inFlight.limit,
   };
-  const guarded = guardedActivity(name, effect, shared);
+  const policy =
+    shared.breakers && !effect.transactional
+      ? breakerPolicy(name, effect.breaker, shared.breakers.defaults)
+      : undefined;
+  const breaker = policy && shared.breakers && { gate: shared.breakers.gate, policy };
+  const guarded = guardedActivity(name, effect, shared, breaker);
   if (!inFlight) return guarded;
   return async (request: EffectRequest<never>): Promise<EffectResponse> => {
     const gateKey = inFlight.key(request.input);
@@ -55,6 +69,7 @@ function guardedActivity(
   name: string,
   effect: AnyEffect,
   { runner, ttlMs, minContendedDelayMs }: EffectActivityContext,
+  breaker: { gate: BreakerGate; policy: BreakerPolicy } | undefined,
 ) {
   // A transactional effect's failure rolls everything back: it is never uncertain to begin with.
   const definite = new Set(effect.transactional ? [] : (effect.definiteFailures ?? []));
@@ -90,10 +105,34 @@ function guardedActivity(
     } catch (error) {
       throw nonRetryable(SideEffectFailureType.InvalidAction, error);
     }
+    const seen: Observer = {
+      meter: context.metricMeter,
+      log: (message, attributes) => context.log.warn(message, attributes),
+    };
+    // Set once this call's new attempt is let through by its breaker: its outcome is recorded.
+    let admitted: { probe: boolean; fence: number } | undefined;
     const execute: ExecuteOptions = {
       signal: context.cancellationSignal,
       onRenewed: (lease) => context.heartbeat({ key, fence: lease.fence }),
       isDefinite: (error) => definite.has(failureType(error) ?? ''),
+      ...(breaker && {
+        // A trusted "closed" answers at once: the closed path adds no turn of the event loop.
+        admit: (lease: { fence: number }) => {
+          if (breaker.gate.trustsClosed(breaker.policy.group)) {
+            admitted = { probe: false, fence: lease.fence };
+            return;
+          }
+          return breaker.gate.admit(breaker.policy, key, seen).then((admission) => {
+            if (!admission.admitted)
+              throw new BreakerOpenError(
+                admission.record,
+                admission.retryAt,
+                admission.retryAfterMs,
+              );
+            admitted = { probe: admission.probe, fence: lease.fence };
+          });
+        },
+      }),
     };
     const recordable = (result: unknown): Result => {
       try {
@@ -127,6 +166,25 @@ function guardedActivity(
           : await runner.execute(action, (applyContext) => apply(applyContext, undefined), execute);
     } catch (error) {
       throw toFailure(error);
+    }
+    if (breaker && admitted) {
+      const outcome = breakerOutcome(execution, admitted.probe);
+      if (outcome !== undefined) {
+        await breaker.gate
+          .record(breaker.policy, { key, fence: admitted.fence, outcome }, seen)
+          .catch((error: unknown) =>
+            // The outcome stands; a probe's slot unrecorded runs out after one cool-down.
+            context.log.warn(`breaker "${breaker.policy.group}": outcome not recorded`, {
+              key,
+              outcome,
+              error: error instanceof Error ? error.message : String(error),
+            }),
+          );
+      }
+    }
+    if (execution.outcome === 'failed' && execution.error instanceof BreakerOpenError) {
+      countOutcome(context, name, 'paused');
+      throw paused(execution.error, key, minContendedDelayMs);
     }
     countOutcome(context, name, execution.outcome === 'failed' ? 'not_applied' : execution.outcome);
     switch (execution.outcome) {
@@ -175,6 +233,41 @@ function guardedActivity(
 }
 
 type PlainEffect = SideEffectDefinition<never, unknown, unknown>;
+
+/**
+ * What an admitted attempt's end tells its breaker: every uncertain one counts; the half-open
+ * attempt's applied (or definitely refused: the provider answered) closes it; a half-open attempt
+ * that learnt nothing gives its slot back. Other ends say nothing about the provider.
+ */
+function breakerOutcome(execution: Execution, probe: boolean): BreakerOutcome | undefined {
+  if (execution.outcome === 'uncertain') return 'uncertain';
+  if (!probe) return undefined;
+  if (execution.outcome === 'applied') return 'applied';
+  if (execution.outcome === 'failed' && execution.definite) return 'applied';
+  return 'released';
+}
+
+/** The retryable failure of a call whose breaker is open: waits until the next half-open. */
+function paused(error: BreakerOpenError, key: string, floorMs: number): ApplicationFailure {
+  const { record, retryAt, retryAfterMs } = error;
+  return ApplicationFailure.create({
+    type: SideEffectFailureType.Paused,
+    message: error.message,
+    details: [
+      {
+        key,
+        group: record.group,
+        state: record.state,
+        reason: record.reason,
+        by: record.by,
+        since: record.since,
+        retryAt,
+        retryAfterMs,
+      },
+    ],
+    nextRetryDelay: Math.max(floorMs, retryAfterMs),
+  });
+}
 
 /**
  * Runs a transactional effect, heartbeating Temporal every ttl/3 meanwhile. No lease renewal:

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { TransactionIsolation } from '../core/store.js';
 import type { Fence, Lease, RetrySafety } from '../core/types.js';
 import type { ProbeAnswer } from '../protocol/wire.js';
+import type { BreakerOptions } from './breaker-gate.js';
 import type { ResultCheck } from './result-check.js';
 
 /** What an effect's apply gets: the fence for every downstream write, and a signal that fires on lease loss or activity cancellation. */
@@ -60,6 +61,17 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
    * @default none: only `NotAppliedError`
    */
   definiteFailures?: readonly string[];
+  /**
+   * The breaker of this effect's provider: once `threshold` attempts of its `group` end uncertain
+   * within `windowMs`, no new attempt of the group starts (the call fails with the retryable
+   * `SideEffectPaused` and waits) until, after `coolDownMs`, one attempt goes through and applies.
+   * Without it, a provider that takes requests and then times out leaves every attempt uncertain,
+   * each waiting for a person. `true` takes the plugin's defaults (`breaker` of the plugin
+   * options); `false` turns off the plugin's `effects: 'all'`. Needs a store that keeps breakers
+   * (both bundled stores do). See docs/operations.md, "Outages".
+   * @default off, unless the plugin's `breaker.effects` is `'all'`
+   */
+  breaker?: boolean | BreakerOptions;
   /**
    * Slow work that must not touch the outside world; the lease is re-checked after it. The lease
    * is renewed and heartbeated during it too.
@@ -121,6 +133,8 @@ export interface TransactionalEffectDefinition<I = unknown, R = unknown, Tx = pg
   apply(input: I, context: TransactionalEffectContext<Tx>): Promise<R>;
   prepare?: never;
   probe?: never;
+  /** Never uncertain, so never counted by a breaker. */
+  breaker?: never;
   retrySafety?: never;
   result?: never;
 }

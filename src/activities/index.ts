@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import { keepsBreakers } from '../core/breaker.js';
 import { InvalidActionError, NotTransactionalError } from '../core/errors.js';
 import { Runner } from '../core/runner.js';
 import { isTransactionalStore, type Store, TRANSACTION_ISOLATIONS } from '../core/store.js';
@@ -12,12 +13,14 @@ import {
   probeActivityName,
   type ReconcileInput,
 } from '../protocol/wire.js';
+import { type BreakerDefaults, BreakerGate } from './breaker-gate.js';
 import type { AnyEffect } from './effect.js';
 import { effectActivity, probeActivity } from './effect-activity.js';
 import { type ReconcileActivities, reconcileActivities } from './reconcile-activities.js';
 import { SearchAttributeRegistration } from './search-attributes.js';
 
 export type { InspectAnswer, ProbeAnswer } from '../protocol/wire.js';
+export type { BreakerDefaults, BreakerOptions } from './breaker-gate.js';
 export * from './deprecated.js';
 export {
   type AnyEffect,
@@ -95,6 +98,13 @@ export interface SideEffectActivitiesOptions {
    * @default 3_600_000 (1 hour)
    */
   restartReconcileAfterMs?: number;
+  /**
+   * Every effect's breaker default (thresholds, `effects: 'all'` to give every non-transactional
+   * effect one) and how long a worker trusts a closed breaker. Effects opt in with `breaker`.
+   * A store without breakers (a custom one) with an effect that has one is refused at start.
+   * @default breakers only where an effect declares one: 5 uncertain within 60 s open it, 30 s cool-down (at most 10 min)
+   */
+  breaker?: BreakerDefaults;
 }
 
 /** The activities object to register on a Worker, keyed by activity type. */
@@ -166,8 +176,21 @@ export function createSideEffectActivities(
     searchAttributes: indexed() || ((await registration?.complete()) ?? false),
   });
 
+  const breakerDefaults = options.breaker ?? {};
+  const breakers = keepsBreakers(store)
+    ? { gate: new BreakerGate(store, breakerDefaults.closedCacheMs), defaults: breakerDefaults }
+    : undefined;
   const activities: Record<string, Activity> = {};
   for (const [name, effect] of Object.entries(effects)) {
+    if (
+      !breakers &&
+      !effect.transactional &&
+      (effect.breaker ? true : effect.breaker === undefined && breakerDefaults.effects === 'all')
+    )
+      throw new InvalidActionError(
+        `effects.${name}.breaker`,
+        'the store keeps no breakers (BreakerStore): use PgStore or MemoryStore, or drop the breaker',
+      );
     if (isReserved(name))
       throw new InvalidActionError('effects', `"${name}" is reserved for the library's activities`);
     if (effect.transactional && !isTransactionalStore(store))
@@ -181,7 +204,12 @@ export function createSideEffectActivities(
         `effects.${name}.isolation`,
         `must be one of ${TRANSACTION_ISOLATIONS.join(', ')}`,
       );
-    activities[name] = effectActivity(name, effect, { runner, ttlMs, minContendedDelayMs });
+    activities[name] = effectActivity(name, effect, {
+      runner,
+      ttlMs,
+      minContendedDelayMs,
+      ...(breakers ? { breakers } : {}),
+    });
     if (effect.probe) {
       const probe = probeActivity(effect, store);
       activities[probeActivityName(name)] = probe;

@@ -24,7 +24,8 @@ export type SideEffectErrorCode =
   | 'PURGE_BELOW_FLOOR'
   | 'TRANSACTION_ENDED'
   | 'TRANSACTION_MISUSE'
-  | 'UNSUPPORTED_SDK';
+  | 'UNSUPPORTED_SDK'
+  | 'BREAKER_OPEN';
 
 /**
  * Codes of 0.1 that a rename replaced, still matched by {@link hasCode}:

@@ -1,3 +1,17 @@
+export {
+  type BreakerAdmission,
+  type BreakerAnswer,
+  type BreakerCommand,
+  BreakerOpenError,
+  type BreakerOutcome,
+  type BreakerPolicy,
+  type BreakerRecord,
+  type BreakerState,
+  type BreakerStore,
+  type BreakerTransition,
+  defaultBreakerPolicy,
+  keepsBreakers,
+} from './breaker.js';
 export * from './errors.js';
 export { decodeJson, encodeJson, NotJsonError } from './json.js';
 export { maskConnectionString } from './mask.js';

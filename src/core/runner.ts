@@ -59,6 +59,14 @@ export interface ExecuteOptions {
    * @default none: only `NotAppliedError` is definite
    */
   isDefinite?: (error: unknown) => boolean;
+  /**
+   * Asked once the lease is granted, before prepare and apply: throwing releases the key (back to
+   * `free`, nothing applied) and ends the call as `failed` with that error. Lets a caller refuse
+   * to start a new attempt (an open breaker) while replays and uncertain keys still answer as
+   * the store says.
+   * @default none: every grant goes on
+   */
+  admit?: (lease: Lease) => void | Promise<void>;
 }
 
 /**
@@ -200,6 +208,17 @@ export class Runner {
         break;
       default:
         throw new UnexpectedStoreAnswerError((acquisition as { outcome: unknown }).outcome);
+    }
+
+    if (options.admit) {
+      try {
+        // Not awaited when it answers at once: a closed breaker's check adds no turn of the loop.
+        const admitting = options.admit(acquisition.lease);
+        if (admitting) await admitting;
+      } catch (error) {
+        await releaseQuietly(store, checked, acquisition.lease);
+        return { outcome: 'failed', error };
+      }
     }
 
     // Renewed from the grant on, so a slow prepare keeps its lease (and its Temporal heartbeat) too.

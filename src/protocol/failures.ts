@@ -19,6 +19,13 @@ export const SideEffectFailureType = {
   KeyConflict: 'SideEffectKeyConflict',
   /** apply returned something that is not JSON-serialisable; non-retryable, the key is left for reconcile. */
   InvalidResult: 'SideEffectInvalidResult',
+  /**
+   * The effect's breaker group is open (its provider's outcomes turned uncertain): nothing was
+   * attempted, the key is free; retryable, with `nextRetryDelay` = time to the next half-open.
+   * Details `[{ key, group, state, reason, by, since, retryAt, retryAfterMs }]`. The workflow's
+   * guarded call waits it out without failing.
+   */
+  Paused: 'SideEffectPaused',
   /** The effect's in-flight bound in this worker is full; retryable, nothing was attempted. */
   TooManyInFlight: 'SideEffectTooManyInFlight',
   /** The store's schema lacks its tables or functions (not migrated, or another schema); non-retryable, the message names the fix. */

@@ -18,12 +18,24 @@ export const UNCERTAIN_OPEN_METRIC = 'sideeffect_uncertain_open';
 /** Gauge (seconds): how long the oldest uncertain key has waited, 0 when none (set by the sweeper). */
 export const UNCERTAIN_OLDEST_AGE_METRIC = 'sideeffect_uncertain_oldest_age_seconds';
 
+/** Counter, labels `group`, `from`, `to`: breaker transitions seen by this worker (it made them, or a person did). */
+export const BREAKER_TRANSITIONS_METRIC = 'sideeffect_breaker_transitions';
+/** Gauge, label `group`: the breaker's state as this worker last read it (0 closed, 1 half-open, 2 open). */
+export const BREAKER_STATE_METRIC = 'sideeffect_breaker_state';
+
 /**
  * How a guarded call ended, as the `outcome` label: the Runner's four
  * outcomes plus `not_applied` (granted, then failed with nothing applied:
- * prepare failed, or an apply declared safe failed).
+ * prepare failed, or an apply declared safe failed) and `paused` (its
+ * group's breaker is open: nothing attempted, the call waits).
  */
-export type OutcomeLabel = 'applied' | 'replayed' | 'contended' | 'uncertain' | 'not_applied';
+export type OutcomeLabel =
+  | 'applied'
+  | 'replayed'
+  | 'contended'
+  | 'uncertain'
+  | 'not_applied'
+  | 'paused';
 
 /**
  * Which way a reconcile's verdict came, as the `decided_by` label: `ReconcileResolution.decidedBy`,

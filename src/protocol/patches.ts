@@ -84,6 +84,13 @@ export const workflowPatches = {
    * the effect in the run's memo, if any).
    */
   heldVerdicts: { id: 'sideeffect-held-verdicts', since: '0.2' },
+  /**
+   * Callers whose effect activity gave up on `SideEffectPaused` (its group's breaker open, and the
+   * activity's own retry policy ran out of attempts): they sleep until the next half-open and call
+   * again, with a fresh attempt budget, instead of failing. Asked only when that happens, so
+   * histories recorded before it (none of which met a breaker) replay unchanged.
+   */
+  breakerPausedWait: { id: 'sideeffect-breaker-paused-wait', since: '0.3' },
 } as const satisfies Record<string, { id: string; since: Minor }>;
 
 /** The name of one of the library's workflow patches (its id is {@link workflowPatches}`[name].id`). */

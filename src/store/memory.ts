@@ -1,4 +1,19 @@
 import {
+  type BreakerAdmission,
+  type BreakerAnswer,
+  type BreakerCommand,
+  BreakerMachine,
+  type BreakerOutcome,
+  type BreakerPolicy,
+  type BreakerRecord,
+  type BreakerStore,
+  type BreakerTransition,
+  checkBreakerAttempt,
+  checkBreakerCommand,
+  checkBreakerGroup,
+  checkBreakerPolicy,
+} from '../core/breaker.js';
+import {
   FenceStaleError,
   KeyConflictError,
   NotUncertainError,
@@ -67,7 +82,7 @@ export interface MemoryStoreOptions {
  * synchronous inside (so atomic) behind a promise. Use it in tests and
  * single-process tools; it guards nothing across processes.
  */
-export class MemoryStore implements Store, VerdictHolding {
+export class MemoryStore implements Store, VerdictHolding, BreakerStore {
   readonly #keys = new Map<Key, KeyRow>();
   readonly #resources = new Map<string, ResourceRow>();
   readonly #events: KeyEvent[] = [];
@@ -76,6 +91,7 @@ export class MemoryStore implements Store, VerdictHolding {
   /** Verdicts held for a worker's check, in the order they were held. */
   readonly #held: HeldVerdict[] = [];
   #sweepLeader: object | undefined;
+  readonly #breakers = new BreakerMachine();
   readonly #now: () => number;
   readonly #limits: Limits;
 
@@ -344,6 +360,40 @@ export class MemoryStore implements Store, VerdictHolding {
 
   async resignSweep(owner: object): Promise<void> {
     if (this.#sweepLeader === owner) this.#sweepLeader = undefined;
+  }
+
+  async admitAttempt(policy: BreakerPolicy, key: Key): Promise<BreakerAdmission> {
+    const checked = checkBreakerPolicy(policy);
+    return this.#breakers.admit(
+      checked,
+      checkText('key', key, this.#limits.maxKeyBytes),
+      this.#now(),
+    );
+  }
+
+  async recordOutcome(
+    policy: BreakerPolicy,
+    attempt: { key: Key; fence: Fence; outcome: BreakerOutcome },
+  ): Promise<BreakerAnswer> {
+    const checked = checkBreakerPolicy(policy);
+    const known = checkBreakerAttempt(attempt, this.#limits.maxKeyBytes);
+    return this.#breakers.record(checked, known, this.#now());
+  }
+
+  async setBreaker(group: string, command: BreakerCommand): Promise<BreakerAnswer> {
+    return this.#breakers.set(checkBreakerGroup(group), checkBreakerCommand(command), this.#now());
+  }
+
+  async breaker(group: string): Promise<BreakerRecord | undefined> {
+    return this.#breakers.get(checkBreakerGroup(group), this.#now());
+  }
+
+  async breakers(): Promise<BreakerRecord[]> {
+    return this.#breakers.list(this.#now());
+  }
+
+  async breakerEvents(group: string): Promise<BreakerTransition[]> {
+    return this.#breakers.events(checkBreakerGroup(group));
   }
 
   #resource(name: string): ResourceRow {

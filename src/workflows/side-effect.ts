@@ -6,7 +6,7 @@ import {
   log,
   proxyActivities,
   setHandler,
-  type sleep,
+  sleep,
   TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -263,6 +263,13 @@ export async function guardedCall<R = unknown, I = unknown>(
     try {
       return await activity(request);
     } catch (error) {
+      const pause = pausedDetails(error);
+      // Nothing was attempted: the breaker decides when to try again, not the retry budget.
+      if (pause && takePatch('breakerPausedWait')) {
+        log.info('effect paused by its breaker: waiting for the next half-open', { ...pause });
+        await sleep(Math.max(1_000, pause.retryAfterMs));
+        continue;
+      }
       const details = uncertainDetails(error);
       if (!details) throw error;
       uncertain = details;
@@ -314,6 +321,24 @@ function uncertainDetails(error: unknown): UncertainDetails | undefined {
   for (let e: unknown = error; e instanceof TemporalFailure; e = e.cause) {
     if (e instanceof ApplicationFailure && e.type === SideEffectFailureType.OutcomeUncertain) {
       return e.details?.[0] as UncertainDetails;
+    }
+  }
+  return undefined;
+}
+
+/** The `{ group, retryAfterMs, ... }` of a SideEffectPaused failure anywhere in the cause chain, else undefined. */
+function pausedDetails(
+  error: unknown,
+): { key: string; group: string; retryAfterMs: number } | undefined {
+  for (let e: unknown = error; e instanceof TemporalFailure; e = e.cause) {
+    if (e instanceof ApplicationFailure && e.type === SideEffectFailureType.Paused) {
+      const details = e.details?.[0] as { key?: unknown; group?: unknown; retryAfterMs?: unknown };
+      const wait = Number(details?.retryAfterMs);
+      return {
+        key: String(details?.key),
+        group: String(details?.group),
+        retryAfterMs: Number.isFinite(wait) ? wait : 60_000,
+      };
     }
   }
   return undefined;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/store/memory.js';
+import { describeBreakerConformance } from '../conformance/breaker-conformance.js';
 import { describeStoreConformance, type StoreFactory } from '../conformance/store-conformance.js';
 import { describeStoreProperties } from '../conformance/store-properties.js';
 
@@ -17,6 +18,10 @@ const memoryStore: StoreFactory = async () => {
 
 describeStoreConformance('MemoryStore', memoryStore);
 describeStoreProperties('MemoryStore', memoryStore, 1_000);
+describeBreakerConformance('MemoryStore', async () => {
+  const { store, advance, close } = await memoryStore();
+  return { store: store as MemoryStore, advance, close };
+});
 
 describe('MemoryStore limits', () => {
   it('maxTtlMs is configurable: a longer lease is refused with a typed error, nothing written', async () => {

@@ -6,8 +6,10 @@
  * (pg-support/conformance-matrix.ts). The concurrency test runs through it too.
  */
 import { afterAll } from 'vitest';
+import { describeBreakerConformance } from '../conformance/breaker-conformance.js';
 import { describeStoreConformance } from '../conformance/store-conformance.js';
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
+import { LONG_TIER } from '../support/tier.js';
 import { conformanceBatching } from './pg-support/conformance-matrix.js';
 import { pgHarness } from './pg-support/harness.js';
 
@@ -25,3 +27,11 @@ describeStoreConformance(
     return pgHarness('pg_bouncer', { via: { url, transactionPooling: true }, batching });
   },
 );
+// Breakers (0021): one function call per decision, nothing kept on the session; `npm test` only,
+// since the long tier adds nothing to them.
+if (!LONG_TIER)
+  describeBreakerConformance('PgStore through PgBouncer (transaction pooling)', async () => {
+    bouncer ??= startPgBouncer({ serverConnections: 4 });
+    const { url } = await bouncer;
+    return pgHarness('pg_bouncer_breakers', { via: { url, transactionPooling: true } });
+  });

@@ -144,6 +144,16 @@ describe('docs/database-roles.md, run as written', () => {
         refusedBy: 'owner',
       });
       expect(await store.purge({ olderThanMs: WEEK })).toBe(0);
+      // Breakers (0021): the runtime role counts outcomes and admits attempts through functions.
+      const bank = {
+        group: 'bank',
+        threshold: 1,
+        windowMs: 60_000,
+        coolDownMs: 60_000,
+        maxCoolDownMs: 60_000,
+      };
+      await store.recordOutcome(bank, { key: 'lost', fence: 2, outcome: 'uncertain' });
+      expect(await store.admitAttempt(bank, 'next')).toMatchObject({ admitted: false });
       for (const ddl of [
         `create table ${schema}.x (id int)`,
         `alter table ${schema}.keys add column x int`,
@@ -184,6 +194,21 @@ describe('docs/database-roles.md, run as written', () => {
       );
       expect(direct, direct.stderr).toMatchObject({ code: 0 });
       expect((await store.inspect('lost'))?.state).toBe('free');
+      // Breakers (0021): the operator lists them and closes one, through the functions only.
+      const listed = await runCli(['breakers', '-o', 'json'], env);
+      expect(listed, listed.stderr).toMatchObject({ code: 0 });
+      expect(JSON.parse(listed.stdout)).toMatchObject([{ group: 'bank', state: 'open' }]);
+      const closed = await runCli(
+        ['breaker', 'close', 'bank', '--reason', 'bank recovered', '--by', 'alice'],
+        env,
+      );
+      expect(closed, closed.stderr).toMatchObject({ code: 0 });
+      expect((await store.breakerEvents('bank')).at(-1)).toMatchObject({
+        from: 'open',
+        to: 'closed',
+        by: 'alice',
+        identity: expect.stringContaining('sideeffect-cli:'),
+      });
       for (const write of [
         `update ${schema}.keys set state = 'done' where key = 'lost'`,
         `insert into ${schema}.events (key, from_state, to_state, fence, reason, actor, at) values ('lost', 'free', 'done', 1, 'x', 'x', now())`,
@@ -260,6 +285,12 @@ describe('docs/database-roles.md, run as written', () => {
         `select ${s}.conclude('forbidden', 'x', now())`,
         `select ${s}.tx_complete('forged', 'vault', '\\x00'::bytea, 1, 'unknown', null)`,
         `select ${s}.secure_store_functions()`,
+        `select ${s}.breaker_move('bank', 'closed', 'forged', 'x', null, now())`,
+        // a breaker moved, or its history rewritten, without its functions
+        `insert into ${s}.breakers (grp, since, reason, actor) values ('bank', now(), 'x', 'x')`,
+        `update ${s}.breakers set state = 'closed'`,
+        `delete from ${s}.breaker_events`,
+        `insert into ${s}.breaker_outcomes (grp, key, fence, at) values ('bank', 'k', 1, now())`,
         // the store's own functions, used to forge
         `select ${s}.raise_sink_mark('vault', 1000, false)`,
         `select * from ${s}.tx_record('forged', 'vault', '\\x00'::bytea, 1, 'unknown', null, txid_current())`,

@@ -1,7 +1,8 @@
+import { describeBreakerConformance } from '../conformance/breaker-conformance.js';
 import { describeStoreConformance } from '../conformance/store-conformance.js';
 import { describeStoreProperties } from '../conformance/store-properties.js';
 import type { BatchingMode } from '../support/batching.js';
-import { sized } from '../support/tier.js';
+import { LONG_TIER, sized } from '../support/tier.js';
 import { conformanceBatching } from './pg-support/conformance-matrix.js';
 import { pgHarness } from './pg-support/harness.js';
 
@@ -22,3 +23,5 @@ for (const mode of ['every call', 'off'] as const satisfies BatchingMode[]) {
     sized(250, 1_000),
   );
 }
+// Breakers through their functions only (0021), batching does not touch them: `npm test` only.
+if (!LONG_TIER) describeBreakerConformance('PgStore', () => pgHarness('pg_breakers'));

@@ -1,5 +1,7 @@
 import type { Command } from '../command.js';
 import { commandHelp, mainHelp } from '../help.js';
+import { breaker } from './breaker.js';
+import { breakers } from './breakers.js';
 import { codecServer } from './codec-server.js';
 import { list } from './list.js';
 import { migrate } from './migrate.js';
@@ -15,6 +17,8 @@ export const COMMANDS: readonly Command[] = [
   show,
   resolve,
   stats,
+  breakers,
+  breaker,
   purge,
   codecServer,
 ];

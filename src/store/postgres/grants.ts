@@ -6,9 +6,10 @@ import { commentName, defaultSchema, quoteSchema } from './sql.js';
  * - `runtime`: workers (every Store and PgFencedSink operation, the sweeper, `purge` above the
  *   floor, and a `migrate()` with nothing to apply); reads the tables and calls the store's
  *   functions, which write with their owner's rights; writes no table itself, no DDL.
- * - `operator`: the CLI's list, show, resolve, stats and `migrate --status`; reads keys, events,
- *   held verdicts and the migration records, and records verdicts only through the store's
- *   functions (`hold_verdict()` for one no worker has checked), never by writing a table.
+ * - `operator`: the CLI's list, show, resolve, stats, breakers and `migrate --status`; reads keys,
+ *   events, held verdicts, breakers and the migration records, and records verdicts and opens or
+ *   closes breakers only through the store's functions (`hold_verdict()` for a verdict no worker
+ *   has checked), never by writing a table.
  * - `readonly`: dashboards; reads every table, writes nothing, cannot resolve.
  */
 export type RoleKind = 'runtime' | 'operator' | 'readonly';
@@ -30,6 +31,7 @@ const INTERNAL = [
   'move_key(text, bigint, text, bytea, text, text, timestamptz)',
   'tx_complete(text, text, bytea, bigint, text, bytea)',
   'secure_store_functions()',
+  'breaker_move(text, text, text, text, text, timestamptz)',
 ];
 /** Every table of the store: what an older version of this script gave a runtime role writes on. */
 const TABLES = [
@@ -39,9 +41,19 @@ const TABLES = [
   'sink_fences',
   'reconcile_starts',
   'pending_verdicts',
+  'breakers',
+  'breaker_outcomes',
+  'breaker_events',
 ];
 /** Holds a verdict for a worker's check (0010): what the CLI records when no worker answers. */
 const HOLD = 'hold_verdict(text, boolean, bytea, text, text, bigint, text)';
+/** What people do with breakers (0021): list them, read their history, open or close one. */
+const BREAKERS = [
+  'breaker_set(text, boolean, text, text, text)',
+  'breaker_list()',
+  'breaker_history(text)',
+  'breaker_answer(text)',
+];
 
 /**
  * The GRANT statements that give an existing role what its kind needs on a migrated schema, as SQL
@@ -84,8 +96,8 @@ export function grantsScript(options: { schema?: string; role: string; kind: Rol
       break;
     case 'operator':
       lines.push(
-        `grant select on table ${s}.keys, ${s}.events, ${s}.pending_verdicts, ${s}.migrations, ${s}.migration_history to ${r};`,
-        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${RESOLVE_0_1_0}, ${s}.${HOLD}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
+        `grant select on table ${s}.keys, ${s}.events, ${s}.pending_verdicts, ${s}.breakers, ${s}.breaker_events, ${s}.migrations, ${s}.migration_history to ${r};`,
+        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${RESOLVE_0_1_0}, ${s}.${HOLD}, ${BREAKERS.map((fn) => `${s}.${fn}`).join(', ')}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
       );
       break;
     case 'readonly':

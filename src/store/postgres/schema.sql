@@ -22,6 +22,7 @@
 --   0017_transactional_commit_guard.sql
 --   0018_issued_fences_no_batch_waits.sql
 --   0020_planned_functions.sql
+--   0021_breakers.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
@@ -270,6 +271,184 @@ begin
     select * into o_outcome, o_fence, o_expires_at_ms, o_retry_after_ms, o_result, o_reason
       from acquire(p_key, p_resource, p_digest, p_retry_safety, p_ttl_ms, p_applying);
   end if;
+end
+$$;
+
+-- FUNCTION breaker_admit(text, text, bigint)
+CREATE FUNCTION <schema>.breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  b breakers;
+  v_now timestamptz;
+begin
+  o_admitted := true;
+  o_probe := false;
+  select * into b from breakers where grp = p_group;
+  if not found or b.state = 'closed' then
+    return;
+  end if;
+  select * into b from breakers where grp = p_group for update;
+  if b.state = 'closed' then
+    return;
+  end if;
+  v_now := store_now();
+  if b.state = 'open' and not b.manual and b.until <= v_now then
+    o_from := breaker_move(p_group, 'half-open', 'cool-down over: one attempt goes through',
+                           'breaker', null, v_now);
+    update breakers set probe_key = p_key, until = v_now + cool_down_ms * interval '1 millisecond'
+     where grp = p_group;
+    o_probe := true;
+  elsif b.state = 'half-open' and (b.probe_key = p_key or b.until <= v_now) then
+    update breakers set probe_key = p_key, until = v_now + cool_down_ms * interval '1 millisecond'
+     where grp = p_group;
+    o_probe := true;
+  else
+    o_admitted := false;
+    o_retry_at_ms := epoch_ms(coalesce(b.until, v_now + p_cool_ms * interval '1 millisecond'));
+    o_retry_after_ms := o_retry_at_ms - epoch_ms(v_now);
+  end if;
+  select a.o_group, a.o_state, a.o_since_ms, a.o_reason, a.o_by, a.o_identity, a.o_manual,
+         a.o_uncertain, a.o_until_ms, a.o_cool_ms, a.o_probe_key
+    into o_group, o_state, o_since_ms, o_reason, o_by, o_identity, o_manual, o_uncertain,
+         o_until_ms, o_cool_ms, o_probe_key
+    from breaker_answer(p_group) a;
+end
+$$;
+
+-- FUNCTION breaker_answer(text)
+CREATE FUNCTION <schema>.breaker_answer(p_group text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) RETURNS record
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+  select b.grp, b.state, epoch_ms(b.since), b.reason, b.actor, b.identity, b.manual,
+         (select pg_catalog.count(*) from breaker_outcomes o
+           where o.grp = b.grp
+             and o.at > store_now() - b.window_ms * interval '1 millisecond'),
+         epoch_ms(b.until), b.cool_down_ms, b.probe_key
+    from breakers b where b.grp = p_group
+$$;
+
+-- FUNCTION breaker_history(text)
+CREATE FUNCTION <schema>.breaker_history(p_group text, OUT o_from text, OUT o_to text, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_at_ms bigint) RETURNS SETOF record
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+  select from_state, to_state, reason, actor, identity, epoch_ms(at)
+    from breaker_events where grp = p_group order by id
+$$;
+
+-- FUNCTION breaker_list()
+CREATE FUNCTION <schema>.breaker_list(OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) RETURNS SETOF record
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+  select a.* from breakers b, breaker_answer(b.grp) a order by b.grp
+$$;
+
+-- FUNCTION breaker_move(text, text, text, text, text, timestamp with time zone)
+CREATE FUNCTION <schema>.breaker_move(p_group text, p_to text, p_reason text, p_actor text, p_identity text, p_now timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_from text;
+begin
+  select state into v_from from breakers where grp = p_group;
+  update breakers
+     set state = p_to, since = p_now, reason = p_reason, actor = p_actor, identity = p_identity,
+         manual = false, probe_key = null, until = null
+   where grp = p_group;
+  insert into breaker_events (grp, from_state, to_state, reason, actor, identity, at)
+  values (p_group, v_from, p_to, p_reason, p_actor, p_identity, p_now);
+  if p_to = 'closed' then
+    delete from breaker_outcomes where grp = p_group;
+  end if;
+  return v_from;
+end
+$$;
+
+-- FUNCTION breaker_record(text, text, bigint, text, integer, bigint, bigint, bigint)
+CREATE FUNCTION <schema>.breaker_record(p_group text, p_key text, p_fence bigint, p_outcome text, p_threshold integer, p_window_ms bigint, p_cool_ms bigint, p_max_cool_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  b breakers;
+  v_now timestamptz := store_now();
+  v_count bigint;
+  v_cool bigint;
+begin
+  if p_outcome not in ('uncertain', 'applied', 'released') then
+    raise exception using errcode = '22023',
+      message = pg_catalog.format('sideeffect: breaker outcome %s is not uncertain, applied or released', p_outcome);
+  end if;
+  insert into breakers (grp, since, reason, actor, window_ms)
+  values (p_group, v_now, 'no uncertain outcomes yet', 'breaker', p_window_ms)
+  on conflict (grp) do nothing;
+  select * into b from breakers where grp = p_group for update;
+  if b.window_ms <> p_window_ms then
+    update breakers set window_ms = p_window_ms where grp = p_group;
+  end if;
+  if b.state = 'half-open' and b.probe_key = p_key then
+    if p_outcome = 'applied' then
+      o_from := breaker_move(p_group, 'closed', 'the half-open attempt applied', 'breaker', null,
+                             v_now);
+    elsif p_outcome = 'uncertain' then
+      v_cool := least(b.cool_down_ms * 2, p_max_cool_ms);
+      o_from := breaker_move(p_group, 'open',
+                             pg_catalog.format('the half-open attempt %s ended uncertain', p_key),
+                             'breaker', null, v_now);
+      update breakers set cool_down_ms = v_cool, until = v_now + v_cool * interval '1 millisecond'
+       where grp = p_group;
+    else
+      update breakers set until = v_now where grp = p_group;
+    end if;
+  elsif p_outcome = 'uncertain' and b.state = 'closed' then
+    insert into breaker_outcomes (grp, key, fence, at) values (p_group, p_key, p_fence, v_now)
+    on conflict do nothing;
+    delete from breaker_outcomes
+     where grp = p_group and at <= v_now - p_window_ms * interval '1 millisecond';
+    select pg_catalog.count(*) into v_count from breaker_outcomes where grp = p_group;
+    if v_count >= p_threshold then
+      o_from := breaker_move(p_group, 'open',
+                             pg_catalog.format('%s uncertain outcomes within %s ms (threshold %s), the last %s',
+                                               v_count, p_window_ms, p_threshold, p_key),
+                             'breaker', null, v_now);
+      update breakers
+         set cool_down_ms = p_cool_ms, until = v_now + p_cool_ms * interval '1 millisecond'
+       where grp = p_group;
+    end if;
+  end if;
+  select a.o_group, a.o_state, a.o_since_ms, a.o_reason, a.o_by, a.o_identity, a.o_manual,
+         a.o_uncertain, a.o_until_ms, a.o_cool_ms, a.o_probe_key
+    into o_group, o_state, o_since_ms, o_reason, o_by, o_identity, o_manual, o_uncertain,
+         o_until_ms, o_cool_ms, o_probe_key
+    from breaker_answer(p_group) a;
+end
+$$;
+
+-- FUNCTION breaker_set(text, boolean, text, text, text)
+CREATE FUNCTION <schema>.breaker_set(p_group text, p_open boolean, p_reason text, p_by text, p_identity text, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_now timestamptz := store_now();
+begin
+  insert into breakers (grp, since, reason, actor)
+  values (p_group, v_now, 'no uncertain outcomes yet', 'breaker')
+  on conflict (grp) do nothing;
+  perform from breakers where grp = p_group for update;
+  o_from := breaker_move(p_group, case when p_open then 'open' else 'closed' end, p_reason, p_by,
+                         p_identity, v_now);
+  update breakers set manual = true where grp = p_group;
+  select a.o_group, a.o_state, a.o_since_ms, a.o_reason, a.o_by, a.o_identity, a.o_manual,
+         a.o_uncertain, a.o_until_ms, a.o_cool_ms, a.o_probe_key
+    into o_group, o_state, o_since_ms, o_reason, o_by, o_identity, o_manual, o_uncertain,
+         o_until_ms, o_cool_ms, o_probe_key
+    from breaker_answer(p_group) a;
 end
 $$;
 
@@ -1365,6 +1544,53 @@ begin
 end
 $$;
 
+-- TABLE breaker_events
+CREATE TABLE <schema>.breaker_events (
+    id bigint NOT NULL,
+    grp text NOT NULL,
+    from_state text NOT NULL,
+    to_state text NOT NULL,
+    reason text NOT NULL,
+    actor text NOT NULL,
+    identity text,
+    db_user text DEFAULT SESSION_USER NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
+-- SEQUENCE breaker_events_id_seq
+ALTER TABLE <schema>.breaker_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME <schema>.breaker_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+-- TABLE breaker_outcomes
+CREATE TABLE <schema>.breaker_outcomes (
+    grp text NOT NULL,
+    key text NOT NULL,
+    fence bigint NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
+-- TABLE breakers
+CREATE TABLE <schema>.breakers (
+    grp text NOT NULL,
+    state text DEFAULT 'closed'::text NOT NULL,
+    since timestamp with time zone NOT NULL,
+    reason text NOT NULL,
+    actor text NOT NULL,
+    identity text,
+    manual boolean DEFAULT false NOT NULL,
+    until timestamp with time zone,
+    cool_down_ms bigint DEFAULT 0 NOT NULL,
+    window_ms bigint DEFAULT 60000 NOT NULL,
+    probe_key text,
+    CONSTRAINT breakers_state_check CHECK ((state = ANY (ARRAY['closed'::text, 'open'::text, 'half-open'::text])))
+);
+
 -- TABLE events
 CREATE TABLE <schema>.events (
     id bigint NOT NULL,
@@ -1483,6 +1709,18 @@ CREATE TABLE <schema>.tx_grants (
     checked_at timestamp with time zone
 );
 
+-- CONSTRAINT breaker_events breaker_events_pkey
+ALTER TABLE ONLY <schema>.breaker_events
+    ADD CONSTRAINT breaker_events_pkey PRIMARY KEY (id);
+
+-- CONSTRAINT breaker_outcomes breaker_outcomes_pkey
+ALTER TABLE ONLY <schema>.breaker_outcomes
+    ADD CONSTRAINT breaker_outcomes_pkey PRIMARY KEY (grp, key, fence);
+
+-- CONSTRAINT breakers breakers_pkey
+ALTER TABLE ONLY <schema>.breakers
+    ADD CONSTRAINT breakers_pkey PRIMARY KEY (grp);
+
 -- CONSTRAINT events events_pkey
 ALTER TABLE ONLY <schema>.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (key, id);
@@ -1519,6 +1757,9 @@ ALTER TABLE ONLY <schema>.sink_fences
 ALTER TABLE ONLY <schema>.tx_grants
     ADD CONSTRAINT tx_grants_pkey PRIMARY KEY (xid);
 
+-- INDEX breaker_events_grp
+CREATE INDEX breaker_events_grp ON <schema>.breaker_events USING btree (grp, id);
+
 -- INDEX keys_state_updated_at
 CREATE INDEX keys_state_updated_at ON <schema>.keys USING btree (state, updated_at);
 
@@ -1537,6 +1778,10 @@ CREATE CONSTRAINT TRIGGER tx_commits_its_key AFTER UPDATE OF fence ON <schema>.r
 -- TRIGGER tx_grants tx_grant_recorded
 CREATE CONSTRAINT TRIGGER tx_grant_recorded AFTER INSERT OR UPDATE ON <schema>.tx_grants DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION <schema>.tx_grant_check();
 
+-- FK CONSTRAINT breaker_outcomes breaker_outcomes_grp_fkey
+ALTER TABLE ONLY <schema>.breaker_outcomes
+    ADD CONSTRAINT breaker_outcomes_grp_fkey FOREIGN KEY (grp) REFERENCES <schema>.breakers(grp) ON DELETE CASCADE;
+
 -- FK CONSTRAINT pending_verdicts pending_verdicts_key_fkey
 ALTER TABLE ONLY <schema>.pending_verdicts
     ADD CONSTRAINT pending_verdicts_key_fkey FOREIGN KEY (key) REFERENCES <schema>.keys(key) ON DELETE CASCADE;
@@ -1553,6 +1798,27 @@ REVOKE ALL ON FUNCTION <schema>.acquire_batch(p_ords integer[], p_keys text[], p
 
 -- ACL FUNCTION acquire_fresh(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
 REVOKE ALL ON FUNCTION <schema>.acquire_fresh(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
+
+-- ACL FUNCTION breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text)
+REVOKE ALL ON FUNCTION <schema>.breaker_admit(p_group text, p_key text, p_cool_ms bigint, OUT o_admitted boolean, OUT o_probe boolean, OUT o_retry_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) FROM PUBLIC;
+
+-- ACL FUNCTION breaker_answer(p_group text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text)
+REVOKE ALL ON FUNCTION <schema>.breaker_answer(p_group text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) FROM PUBLIC;
+
+-- ACL FUNCTION breaker_history(p_group text, OUT o_from text, OUT o_to text, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_at_ms bigint)
+REVOKE ALL ON FUNCTION <schema>.breaker_history(p_group text, OUT o_from text, OUT o_to text, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_at_ms bigint) FROM PUBLIC;
+
+-- ACL FUNCTION breaker_list(OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text)
+REVOKE ALL ON FUNCTION <schema>.breaker_list(OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) FROM PUBLIC;
+
+-- ACL FUNCTION breaker_move(p_group text, p_to text, p_reason text, p_actor text, p_identity text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION <schema>.breaker_move(p_group text, p_to text, p_reason text, p_actor text, p_identity text, p_now timestamp with time zone) FROM PUBLIC;
+
+-- ACL FUNCTION breaker_record(p_group text, p_key text, p_fence bigint, p_outcome text, p_threshold integer, p_window_ms bigint, p_cool_ms bigint, p_max_cool_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text)
+REVOKE ALL ON FUNCTION <schema>.breaker_record(p_group text, p_key text, p_fence bigint, p_outcome text, p_threshold integer, p_window_ms bigint, p_cool_ms bigint, p_max_cool_ms bigint, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) FROM PUBLIC;
+
+-- ACL FUNCTION breaker_set(p_group text, p_open boolean, p_reason text, p_by text, p_identity text, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text)
+REVOKE ALL ON FUNCTION <schema>.breaker_set(p_group text, p_open boolean, p_reason text, p_by text, p_identity text, OUT o_from text, OUT o_group text, OUT o_state text, OUT o_since_ms bigint, OUT o_reason text, OUT o_by text, OUT o_identity text, OUT o_manual boolean, OUT o_uncertain bigint, OUT o_until_ms bigint, OUT o_cool_ms bigint, OUT o_probe_key text) FROM PUBLIC;
 
 -- ACL FUNCTION claim_reconciles(p_limit integer, p_restart_after_ms double precision)
 REVOKE ALL ON FUNCTION <schema>.claim_reconciles(p_limit integer, p_restart_after_ms double precision) FROM PUBLIC;

@@ -1,4 +1,14 @@
 import type pg from 'pg';
+import type {
+  BreakerAdmission,
+  BreakerAnswer,
+  BreakerCommand,
+  BreakerOutcome,
+  BreakerPolicy,
+  BreakerRecord,
+  BreakerStore,
+  BreakerTransition,
+} from '../../core/breaker.js';
 import {
   FenceStaleError,
   InvalidActionError,
@@ -19,6 +29,7 @@ import type {
 import type {
   Acquisition,
   Action,
+  Fence,
   Key,
   KeyEvent,
   KeyRecord,
@@ -47,6 +58,7 @@ import type {
 } from '../../core/verdict.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
 import type { Binding } from './attempt-connection.js';
+import { PgBreakers } from './breakers.js';
 import { HeldVerdicts, type VerdictRow, verdictRefusal, verdictValues } from './held-verdicts.js';
 import { type AcquireCall, batchLimits, type HolderCall, KeyBatches } from './key-batches.js';
 import {
@@ -179,7 +191,7 @@ const SCHEMA_PURGE_FLOOR_MS = 7 * 24 * 60 * 60 * 1000;
  * const store = new PgStore({ pool, schema: 'sideeffect' });
  * ```
  */
-export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHolding {
+export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHolding, BreakerStore {
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
@@ -196,6 +208,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
   readonly #waiters: ResourceWaiters;
   readonly #sweep: SweepLeader;
   readonly #verdicts: HeldVerdicts;
+  readonly #breakers: PgBreakers;
   readonly #transactional: PgTransactional;
   /** The calls that may share statements (batching), and their one-key paths. */
   readonly #batches: KeyBatches;
@@ -245,6 +258,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     });
     this.#sweep = new SweepLeader(pool, this.#schema, this.#transactionPooling);
     this.#verdicts = new HeldVerdicts(pool, this.#schema, this.#limits, named);
+    this.#breakers = new PgBreakers(pool, this.#schema, this.#limits, named);
     this.#transactional = new PgTransactional({
       pool,
       schema: this.#schema,
@@ -290,6 +304,33 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
 
   resignSweep(owner: object): Promise<void> {
     return this.#sweep.resignSweep(owner);
+  }
+
+  admitAttempt(policy: BreakerPolicy, key: Key): Promise<BreakerAdmission> {
+    return this.#breakers.admitAttempt(policy, key);
+  }
+
+  recordOutcome(
+    policy: BreakerPolicy,
+    attempt: { key: Key; fence: Fence; outcome: BreakerOutcome },
+  ): Promise<BreakerAnswer> {
+    return this.#breakers.recordOutcome(policy, attempt);
+  }
+
+  setBreaker(group: string, command: BreakerCommand): Promise<BreakerAnswer> {
+    return this.#breakers.setBreaker(group, command);
+  }
+
+  breaker(group: string): Promise<BreakerRecord | undefined> {
+    return this.#breakers.breaker(group);
+  }
+
+  breakers(): Promise<BreakerRecord[]> {
+    return this.#breakers.breakers();
+  }
+
+  breakerEvents(group: string): Promise<BreakerTransition[]> {
+    return this.#breakers.breakerEvents(group);
   }
 
   async acquire(
