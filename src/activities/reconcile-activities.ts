@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
-import { holdsVerdicts, type Store, type SweepCoordination } from '../core/store.js';
+import { keepsPendingVerdicts, type Store, type SweepCoordination } from '../core/store.js';
 import type { KeyRecord, UncertainBacklog } from '../core/types.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import {
@@ -23,7 +23,7 @@ import { settleAll } from '../syncx/index.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
-import { judgeHeldVerdicts, type RefusedHeldVerdict } from './pending-verdicts.js';
+import { judgePendingVerdicts, type RefusedPendingVerdict } from './pending-verdicts.js';
 import { verdictResultError } from './result-check.js';
 import type { SearchAttributeRegistration } from './search-attributes.js';
 
@@ -69,7 +69,7 @@ export interface SweepAndReconcileReport {
   uncertain: string[];
   freed: string[];
   reconciling: string[];
-  /** Keys with a verdict held for a worker's check whose ReconcileWorkflow was sent `recheck`. */
+  /** Keys with a pending verdict whose ReconcileWorkflow was sent `recheck`. */
   prompted: string[];
   backlog: UncertainBacklog;
 }
@@ -82,7 +82,7 @@ export interface ReconcileActivities {
    * The store's verdict on the key, or null while it is still uncertain, after judging the
    * verdicts held there for a worker's check (with the effect named in `about`, else the one in
    * the calling ReconcileWorkflow's memo). With `about`, answers an {@link InspectAnswer} that
-   * also lists the held verdicts it refused.
+   * also lists the pending verdicts it refused.
    */
   inspectKey(key: string, about?: { effect?: string }): Promise<Verdict | null | InspectAnswer>;
   /**
@@ -146,7 +146,7 @@ export function reconcileActivities({
           'ensureReconcile runs inside a workflow',
         );
       const { key, resource, reason, effect, input } = request;
-      // A verdict held in the store waits for a worker that knows the effect: this one does.
+      // A verdict pending in the store waits for a worker that knows the effect: this one does.
       const refused = await judged(key, async () => effect);
       if (refused !== undefined) {
         const decided = verdictOf(await inspect(key));
@@ -190,7 +190,7 @@ export function reconcileActivities({
 
     async resolveKey(key, resolution, about) {
       const effect = effectOf(about);
-      // Held verdicts came first: one of them may decide the key before this one.
+      // Pending verdicts came first: one of them may decide the key before this one.
       await judged(key, effect);
       if (resolution.applied) {
         const name = await effect();
@@ -258,7 +258,7 @@ export function reconcileActivities({
       const reconciling = started.flatMap((start) =>
         start.status === 'fulfilled' ? [start.value] : [],
       );
-      const prompted = await promptHeld();
+      const prompted = await promptPending();
       return { uncertain, freed, reconciling, prompted, backlog: await store.uncertainBacklog() };
     },
 
@@ -267,7 +267,7 @@ export function reconcileActivities({
     },
   };
 
-  /** When each key with a held verdict was last prompted, and how many times. */
+  /** When each key with a pending verdict was last prompted, and how many times. */
   const prompts = new Map<string, { count: number; at: number }>();
 
   /**
@@ -276,11 +276,11 @@ export function reconcileActivities({
    * when it could not reach a worker, and its own prompt may have found Temporal down). Backs off
    * per key; a failed signal is tried again at the next sweep.
    */
-  async function promptHeld(): Promise<string[]> {
-    if (!holdsVerdicts(store)) return [];
+  async function promptPending(): Promise<string[]> {
+    if (!keepsPendingVerdicts(store)) return [];
     const keys = await store.pendingVerdictKeys(sweepLimit);
-    const held = new Set(keys);
-    for (const key of prompts.keys()) if (!held.has(key)) prompts.delete(key);
+    const pending = new Set(keys);
+    for (const key of prompts.keys()) if (!pending.has(key)) prompts.delete(key);
     const now = Date.now();
     const due = keys.filter((key) => {
       const last = prompts.get(key);
@@ -303,16 +303,16 @@ export function reconcileActivities({
   }
 
   /**
-   * Judges the verdicts held on an uncertain key (see judgeHeldVerdicts); undefined when the key
+   * Judges the verdicts held on an uncertain key (see judgePendingVerdicts); undefined when the key
    * is not uncertain (nothing held on it can decide it).
    */
   async function judged(
     key: string,
     effect: () => Promise<string | undefined>,
-  ): Promise<RefusedHeldVerdict[] | undefined> {
+  ): Promise<RefusedPendingVerdict[] | undefined> {
     if ((await inspect(key))?.state !== 'uncertain') return undefined;
     try {
-      return await judgeHeldVerdicts(store, effects, key, effect);
+      return await judgePendingVerdicts(store, effects, key, effect);
     } catch (error) {
       throw toFailure(error);
     }

@@ -1,6 +1,6 @@
 import { decodeJson } from '../core/json.js';
 import type { KeyEvent, KeyRecord, Result } from '../core/types.js';
-import type { HeldVerdict } from '../core/verdict.js';
+import type { PendingVerdict } from '../core/verdict.js';
 import type { StoreStats } from '../store/postgres/index.js';
 
 /** Human output: aligned columns a person can scan; `--json` is for scripts. */
@@ -17,7 +17,11 @@ export function printList(records: KeyRecord[]): string {
   return table(['STATE', 'FENCE', 'UPDATED', 'KEY', 'RESOURCE', 'REASON'], rows);
 }
 
-export function printKey(record: KeyRecord, events: KeyEvent[], held: HeldVerdict[] = []): string {
+export function printKey(
+  record: KeyRecord,
+  events: KeyEvent[],
+  pending: PendingVerdict[] = [],
+): string {
   const lines = [
     `key:          ${record.key}`,
     `resource:     ${record.resource}`,
@@ -52,7 +56,7 @@ export function printKey(record: KeyRecord, events: KeyEvent[], held: HeldVerdic
     const who = whoDecided(event);
     if (who) lines.push(`    ${who}`);
   });
-  if (held.length > 0) lines.push('', ...printHeld(held));
+  if (pending.length > 0) lines.push('', ...printPending(pending));
   return lines.join('\n');
 }
 
@@ -76,11 +80,11 @@ export function shellWord(word: string): string {
 }
 
 /**
- * The verdicts held in the store for a worker's check: a pending one decides nothing yet, a
+ * The verdicts pending in the store for a worker's check: a pending one decides nothing yet, a
  * refused one says why the key is still uncertain.
  */
-function printHeld(held: HeldVerdict[]): string[] {
-  const rows = held.map((v) => [
+function printPending(pending: PendingVerdict[]): string[] {
+  const rows = pending.map((v) => [
     `#${v.id}`,
     iso(v.at),
     v.state,
@@ -92,7 +96,7 @@ function printHeld(held: HeldVerdict[]): string[] {
     v.state === 'pending' ? "waits for a worker to run the effect's result check" : (v.why ?? '-'),
   ]);
   return [
-    "held verdicts (recorded without a worker; a worker's check decides them):",
+    "pending verdicts (recorded without a worker; a worker's check decides them):",
     table(['ID', 'AT', 'STATE', 'FENCE', 'VERDICT', 'BY', 'WHY'], rows),
   ];
 }
@@ -154,7 +158,7 @@ export function jsonRecord(record: KeyRecord) {
   return result ? { ...rest, ...jsonBytes(result, (value) => ({ result: value })) } : rest;
 }
 
-/** A held verdict's result as JSON, or its bytes in base64 when they are not JSON. */
+/** A pending verdict's result as JSON, or its bytes in base64 when they are not JSON. */
 export function jsonResult(result: Result): unknown {
   return jsonBytes(result, (value) => value);
 }

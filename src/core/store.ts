@@ -13,8 +13,8 @@ import type {
   UncertainBacklog,
 } from './types.js';
 import type {
-  HeldVerdict,
-  HoldOutcome,
+  PendingVerdict,
+  PendingVerdictOutcome,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
@@ -160,17 +160,17 @@ export interface SweepCoordination {
  * of deciding the key, so the effect's `result` check still runs before any caller sees it. Both
  * bundled stores implement it; a store without it has verdicts recorded straight away, unchecked.
  */
-export interface VerdictHolding {
+export interface PendingVerdictStore {
   /**
    * Holds a verdict on an uncertain key for a worker's check, pinned to the attempt it judges
    * (its `fence`, else the key's current one) and recorded as an event. Refused as
    * `resolveUncertain` refuses: StaleVerdictError for another attempt, NotUncertainError unless
    * uncertain; on a done key returns `replayed` with the result that stands.
    */
-  holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome>;
+  addPendingVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome>;
 
   /** Every verdict held on the key, oldest first, whatever it became. */
-  heldVerdicts(key: Key): Promise<HeldVerdict[]>;
+  pendingVerdicts(key: Key): Promise<PendingVerdict[]>;
 
   /** Up to `limit` uncertain keys with a pending verdict for their current attempt, oldest verdict first. */
   pendingVerdictKeys(limit: number): Promise<Key[]>;
@@ -181,12 +181,12 @@ export interface VerdictHolding {
    * refused, it is marked so with why, and an event on the still uncertain key says so. A
    * verdict judged before is returned as it stands; an unknown id answers undefined.
    */
-  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined>;
+  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<PendingVerdict | undefined>;
 }
 
 /** Whether `store` holds verdicts for a worker's check. */
-export function holdsVerdicts<S extends object>(store: S): store is S & VerdictHolding {
-  return typeof (store as Partial<VerdictHolding>).holdVerdict === 'function';
+export function keepsPendingVerdicts<S extends object>(store: S): store is S & PendingVerdictStore {
+  return typeof (store as Partial<PendingVerdictStore>).addPendingVerdict === 'function';
 }
 
 /**

@@ -79,7 +79,7 @@ export const workflowPatches = {
   /**
    * ReconcileWorkflow runs that read the store naming their effect, so the verdicts held there
    * for a worker's check (recorded by the CLI when no worker answered in time) are judged with
-   * that effect's result check, and list the held verdicts refused among their refused verdicts.
+   * that effect's result check, and list the pending verdicts refused among their refused verdicts.
    * Histories recorded before it read the store with the key alone (the worker then judges with
    * the effect in the run's memo, if any).
    */

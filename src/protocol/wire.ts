@@ -125,7 +125,7 @@ export interface RejectedResolve {
 /**
  * What `inspectKey` answers when the ReconcileWorkflow names its effect (runs with the
  * `sideeffect-held-verdicts` patch): the verdict that stands, or null while the key is uncertain,
- * and the verdicts held in the store for a worker's check that this read refused.
+ * and the verdicts pending in the store for a worker's check that this read refused.
  */
 export interface InspectAnswer {
   verdict: Verdict | null;

@@ -39,7 +39,6 @@ import {
   subscribeSignal,
   type Verdict,
 } from '../protocol/wire.js';
-import { readStore } from './held-verdicts.js';
 import { holds, takePatch } from './patch.js';
 import {
   carries,
@@ -65,6 +64,7 @@ import {
   STATUS_QUERY_DESCRIPTION,
   SUBSCRIBE_SIGNAL_DESCRIPTION,
 } from './reconcile-input.js';
+import { readStore } from './store-read.js';
 
 const HOUR = 60 * 60 * 1000;
 /**

@@ -12,7 +12,7 @@ import {
   StaleVerdictError,
   type Store,
 } from '../../src/core/index.js';
-import { holdsVerdicts, type SweepCoordination } from '../../src/core/store.js';
+import { keepsPendingVerdicts, type SweepCoordination } from '../../src/core/store.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import { bytes, text } from '../support/bytes.js';
 
@@ -681,17 +681,17 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
       });
     });
 
-    describe('held verdicts (checked by a worker before they decide)', () => {
+    describe('pending verdicts (checked by a worker before they decide)', () => {
       async function uncertain(): Promise<Action> {
         const a = action();
         await store.markUncertain(a, await grant(a), 'response lost');
         return a;
       }
 
-      it('a held verdict leaves the key uncertain until it is judged; accepted, it decides', async () => {
-        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+      it('a pending verdict leaves the key uncertain until it is judged; accepted, it decides', async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
         const a = await uncertain();
-        const held = await store.holdVerdict(a.key, {
+        const held = await store.addPendingVerdict(a.key, {
           applied: true,
           result: { payload: bytes('{"chargeId":"ch_1"}') },
           reason: 'seen at the bank',
@@ -736,15 +736,18 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
       });
 
       it('refused, the key stays uncertain, visibly; the next verdict may still decide it', async () => {
-        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
         const a = await uncertain();
-        const first = await store.holdVerdict(a.key, {
+        const first = await store.addPendingVerdict(a.key, {
           applied: true,
           result: { payload: bytes('{"chargeId":42}') },
           reason: 'typo',
           by: 'bob',
         });
-        const second = await store.holdVerdict(a.key, { applied: false, reason: 'not there' });
+        const second = await store.addPendingVerdict(a.key, {
+          applied: false,
+          reason: 'not there',
+        });
         if (first.outcome !== 'held' || second.outcome !== 'held') throw new Error('not held');
         expect(second.verdict.id).toBeGreaterThan(first.verdict.id);
         expect(
@@ -765,16 +768,16 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           state: 'accepted',
         });
         expect((await store.inspect(a.key))?.state).toBe('free');
-        expect((await store.heldVerdicts(a.key)).map((v) => v.state)).toEqual([
+        expect((await store.pendingVerdicts(a.key)).map((v) => v.state)).toEqual([
           'refused',
           'accepted',
         ]);
       });
 
       it('first resolution wins: a verdict held before another decided becomes late, never a second decision', async () => {
-        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
         const a = await uncertain();
-        const held = await store.holdVerdict(a.key, { applied: false, reason: 'not there' });
+        const held = await store.addPendingVerdict(a.key, { applied: false, reason: 'not there' });
         if (held.outcome !== 'held') throw new Error('not held');
         await store.resolveUncertain(a.key, {
           applied: true,
@@ -787,18 +790,18 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         });
         expect(text((await store.inspect(a.key))!.result!.payload)).toBe('1');
         // A done key is answered with what stands; nothing is held.
-        expect(await store.holdVerdict(a.key, { applied: false, reason: 'again' })).toEqual({
+        expect(await store.addPendingVerdict(a.key, { applied: false, reason: 'again' })).toEqual({
           outcome: 'replayed',
           applied: true,
           result: { payload: bytes('1') },
         });
-        expect(await store.heldVerdicts(a.key)).toHaveLength(1);
+        expect(await store.pendingVerdicts(a.key)).toHaveLength(1);
       });
 
-      it('a held verdict judges its own attempt only; refusals as resolveUncertain', async () => {
-        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+      it('a pending verdict judges its own attempt only; refusals as resolveUncertain', async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
         const a = await uncertain();
-        const held = await store.holdVerdict(a.key, { applied: false, reason: 'checked 1' });
+        const held = await store.addPendingVerdict(a.key, { applied: false, reason: 'checked 1' });
         if (held.outcome !== 'held') throw new Error('not held');
         await store.resolveUncertain(a.key, { applied: false, reason: 'through the workflow' });
         await store.markUncertain(a, await grant(a), 'lost again');
@@ -809,18 +812,18 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         });
         expect((await store.inspect(a.key))?.state).toBe('uncertain');
         await expect(
-          store.holdVerdict(a.key, { applied: false, reason: 'old', fence: 1 }),
+          store.addPendingVerdict(a.key, { applied: false, reason: 'old', fence: 1 }),
         ).rejects.toBeInstanceOf(StaleVerdictError);
         const b = action();
         await grant(b);
         await expect(
-          store.holdVerdict(b.key, { applied: false, reason: 'x' }),
+          store.addPendingVerdict(b.key, { applied: false, reason: 'x' }),
         ).rejects.toBeInstanceOf(NotUncertainError);
         await expect(
-          store.holdVerdict('never-seen', { applied: false, reason: 'x' }),
+          store.addPendingVerdict('never-seen', { applied: false, reason: 'x' }),
         ).rejects.toBeInstanceOf(NotUncertainError);
         await expect(
-          store.holdVerdict(a.key, { applied: false, reason: ' ' }),
+          store.addPendingVerdict(a.key, { applied: false, reason: ' ' }),
         ).rejects.toBeInstanceOf(InvalidActionError);
         expect(await store.judgeVerdict(987_654_321, { accept: true })).toBeUndefined();
       });

@@ -178,7 +178,7 @@ describe('docs/database-roles.md, run as written', () => {
       expect(resolved).toMatchObject({ code: 3 });
       expect(resolved.stderr).toContain('holding the verdict in the store');
       expect((await store.inspect('lost'))?.state).toBe('uncertain');
-      expect((await store.heldVerdicts('lost')).map((v) => v.state)).toEqual(['pending']);
+      expect((await store.pendingVerdicts('lost')).map((v) => v.state)).toEqual(['pending']);
       // A key no worker serves: decided in the store at once, through resolve_uncertain.
       const direct = await runCli(
         [

@@ -8,7 +8,7 @@ export const show = defineCommand({
   summary: 'state, fence, result, reason and the event history of a key',
   usage: ['sideeffect show <key> [-o json]'],
   about:
-    "Shows a key's state, fence, result, reason and every transition with who made it and why; for an uncertain key, the resolve commands that decide it, and the verdicts held for a worker's check.",
+    "Shows a key's state, fence, result, reason and every transition with who made it and why; for an uncertain key, the resolve commands that decide it, and the pending verdicts (waiting for a worker's check).",
   argument: { name: 'key', description: 'the idempotency key, as the effect declared it' },
   options: {},
   parse: (args) => ({ key: args.one() }),
@@ -22,11 +22,11 @@ export const show = defineCommand({
         EXIT.refused,
       );
     const events = await store.events(key);
-    const held = await store.heldVerdicts(key);
-    ctx.print(printKey(record, events, held), {
+    const pending = await store.pendingVerdicts(key);
+    ctx.print(printKey(record, events, pending), {
       ...jsonRecord(record),
       events: events.map((event) => ({ ...event, at: iso(event.at) })),
-      heldVerdicts: held.map(({ result, at, judgedAt, ...verdict }) => ({
+      pendingVerdicts: pending.map(({ result, at, judgedAt, ...verdict }) => ({
         ...verdict,
         ...(result ? { result: jsonResult(result) } : {}),
         at: iso(at),

@@ -7,7 +7,7 @@ import { commentName, defaultSchema, quoteSchema } from './sql.js';
  *   floor, and a `migrate()` with nothing to apply); reads the tables and calls the store's
  *   functions, which write with their owner's rights; writes no table itself, no DDL.
  * - `operator`: the CLI's list, show, resolve, stats and `migrate --status`; reads keys, events,
- *   held verdicts and the migration records, and records verdicts only through the store's
+ *   pending verdicts and the migration records, and records verdicts only through the store's
  *   functions (`hold_verdict()` for one no worker has checked), never by writing a table.
  * - `readonly`: dashboards; reads every table, writes nothing, cannot resolve.
  */

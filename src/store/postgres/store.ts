@@ -11,10 +11,10 @@ import { maskConnectionString } from '../../core/mask.js';
 import type { Execution } from '../../core/runner.js';
 import type {
   ListFilter,
+  PendingVerdictStore,
   TransactionalStore,
   TransactionContext,
   TransactionOptions,
-  VerdictHolding,
 } from '../../core/store.js';
 import type {
   Acquisition,
@@ -39,14 +39,13 @@ import {
   storableKey,
 } from '../../core/validate.js';
 import type {
-  HeldVerdict,
-  HoldOutcome,
+  PendingVerdict,
+  PendingVerdictOutcome,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
 } from '../../core/verdict.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
-import { HeldVerdicts, type VerdictRow, verdictRefusal, verdictValues } from './held-verdicts.js';
 import { type AcquireCall, batchLimits, type HolderCall, KeyBatches } from './key-batches.js';
 import {
   type AcquireHit,
@@ -59,6 +58,12 @@ import {
   toRecord,
 } from './key-statements.js';
 import { type MigrationStatus, migrationStatus } from './migrate.js';
+import {
+  PgPendingVerdicts,
+  type VerdictRow,
+  verdictRefusal,
+  verdictValues,
+} from './pending-verdicts.js';
 import {
   isUniqueViolation,
   lockWaitExceeded,
@@ -168,7 +173,7 @@ const SCHEMA_PURGE_FLOOR_MS = 7 * 24 * 60 * 60 * 1000;
  * const store = new PgStore({ pool, schema: 'sideeffect' });
  * ```
  */
-export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHolding {
+export class PgStore implements TransactionalStore<pg.PoolClient>, PendingVerdictStore {
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
@@ -184,7 +189,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
   /** This store's acquire calls in flight per resource (waitersPerResource). */
   readonly #waiters: ResourceWaiters;
   readonly #sweep: SweepLeader;
-  readonly #verdicts: HeldVerdicts;
+  readonly #verdicts: PgPendingVerdicts;
   readonly #transactional: PgTransactional;
   /** The calls that may share statements (batching), and their one-key paths. */
   readonly #batches: KeyBatches;
@@ -233,7 +238,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
       acquireAlone: (call) => this.#askAcquire(call, FIRST_LOOK),
     });
     this.#sweep = new SweepLeader(pool, this.#schema, this.#transactionPooling);
-    this.#verdicts = new HeldVerdicts(pool, this.#schema, this.#limits, named);
+    this.#verdicts = new PgPendingVerdicts(pool, this.#schema, this.#limits, named);
     this.#transactional = new PgTransactional({
       pool,
       schema: this.#schema,
@@ -463,19 +468,29 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     }
   }
 
-  holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome> {
-    return this.#verdicts.holdVerdict(key, resolution);
+  addPendingVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
+    return this.#verdicts.addPendingVerdict(key, resolution);
   }
 
-  heldVerdicts(key: Key): Promise<HeldVerdict[]> {
-    return this.#verdicts.heldVerdicts(key);
+  pendingVerdicts(key: Key): Promise<PendingVerdict[]> {
+    return this.#verdicts.pendingVerdicts(key);
+  }
+
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link PgStore.addPendingVerdict}; the same operation. */
+  holdVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
+    return this.addPendingVerdict(key, resolution);
+  }
+
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link PgStore.pendingVerdicts}; the same operation. */
+  heldVerdicts(key: Key): Promise<PendingVerdict[]> {
+    return this.pendingVerdicts(key);
   }
 
   pendingVerdictKeys(limit: number): Promise<Key[]> {
     return this.#verdicts.pendingVerdictKeys(limit);
   }
 
-  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined> {
+  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<PendingVerdict | undefined> {
     return this.#verdicts.judgeVerdict(id, judgement);
   }
 

@@ -6,7 +6,7 @@ import {
   UnexpectedStoreAnswerError,
 } from '../../core/errors.js';
 import { maskConnectionString } from '../../core/mask.js';
-import type { VerdictHolding } from '../../core/store.js';
+import type { PendingVerdictStore } from '../../core/store.js';
 import type { Key, Result } from '../../core/types.js';
 import {
   checkReason,
@@ -16,33 +16,34 @@ import {
   storableKey,
 } from '../../core/validate.js';
 import type {
-  HeldVerdict,
-  HeldVerdictState,
-  HoldOutcome,
+  PendingVerdict,
+  PendingVerdictOutcome,
+  PendingVerdictState,
   Resolution,
   VerdictJudgement,
 } from '../../core/verdict.js';
 import { type StatementRunner, statementRunner } from './session.js';
 import { asBuffer, int, plainBytes, statements } from './sql.js';
 
-/** The columns of a held verdict as {@link HeldRow} reads them. */
-const heldColumns = (s: string) =>
+/** The columns of a pending verdict as {@link PendingRow} reads them. */
+const pendingColumns = (s: string) =>
   `id, key, fence, applied, result, reason, actor, identity, state, why, ${s}.epoch_ms(at) as at_ms, ${s}.epoch_ms(judged_at) as judged_at_ms`;
 
-/** The statements of verdicts held for a worker's check (0010 and after). */
+/** The statements of pending verdicts (waiting for a worker's check) (0010 and after). */
 const VERDICT_SQL = {
   hold: (s: string) => `select * from ${s}.hold_verdict($1, $2, $3, $4, $5, $6, $7)`,
   judge: (s: string) => `select * from ${s}.judge_verdict($1, $2, $3)`,
-  heldVerdicts: (s: string) => `select ${heldColumns(s)} from ${s}.pending_verdicts
+  pendingVerdicts: (s: string) => `select ${pendingColumns(s)} from ${s}.pending_verdicts
     where key = $1 order by id`,
-  heldVerdict: (s: string) => `select ${heldColumns(s)} from ${s}.pending_verdicts where id = $1`,
+  pendingVerdict: (s: string) =>
+    `select ${pendingColumns(s)} from ${s}.pending_verdicts where id = $1`,
   pendingVerdictKeys: (s: string) => `select v.key from ${s}.pending_verdicts v
     join ${s}.keys k on k.key = v.key and k.state = 'uncertain' and k.fence = v.fence
     where v.state = 'pending' group by v.key order by pg_catalog.min(v.id) limit $1`,
 };
 
-/** PgStore's verdicts held for a worker's check ({@link VerdictHolding}). */
-export class HeldVerdicts implements VerdictHolding {
+/** PgStore's pending verdicts (waiting for a worker's check) ({@link PendingVerdictStore}). */
+export class PgPendingVerdicts implements PendingVerdictStore {
   readonly #limits: Limits;
   readonly #rows: StatementRunner<keyof typeof VERDICT_SQL>;
 
@@ -51,23 +52,23 @@ export class HeldVerdicts implements VerdictHolding {
     this.#rows = statementRunner(pool, statements(schema, VERDICT_SQL, { named }));
   }
 
-  async holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome> {
+  async addPendingVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
     const { verdict, values } = verdictValues(key, resolution, this.#limits);
     const row = await this.#one<VerdictRow & { o_id: string | null }>('hold', values);
     switch (row.o_outcome) {
       case 'held': {
-        const held = await this.#heldVerdict(int(row.o_id));
-        if (!held) throw new UnexpectedStoreAnswerError('held verdict vanished');
-        return { outcome: 'held', verdict: held };
+        const verdict = await this.#pendingVerdict(int(row.o_id));
+        if (!verdict) throw new UnexpectedStoreAnswerError('pending verdict vanished');
+        return { outcome: 'held', verdict };
       }
       default:
         return verdictRefusal(key, verdict.fence, row);
     }
   }
 
-  async heldVerdicts(key: Key): Promise<HeldVerdict[]> {
+  async pendingVerdicts(key: Key): Promise<PendingVerdict[]> {
     if (!storableKey(key, this.#limits)) return [];
-    return (await this.#rows<HeldRow>('heldVerdicts', [key])).map(toHeld);
+    return (await this.#rows<PendingRow>('pendingVerdicts', [key])).map(toPending);
   }
 
   async pendingVerdictKeys(limit: number): Promise<Key[]> {
@@ -76,17 +77,17 @@ export class HeldVerdicts implements VerdictHolding {
     return (await this.#rows<{ key: string }>('pendingVerdictKeys', [limit])).map((r) => r.key);
   }
 
-  async judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined> {
+  async judgeVerdict(id: number, judgement: VerdictJudgement): Promise<PendingVerdict | undefined> {
     if (!Number.isSafeInteger(id) || id < 1) return undefined;
     const why = judgement.accept ? null : checkReason(judgement.why, this.#limits);
     const row = await this.#one<{ o_state: string | null }>('judge', [id, judgement.accept, why]);
     if (row.o_state === null) return undefined;
-    return this.#heldVerdict(id);
+    return this.#pendingVerdict(id);
   }
 
-  async #heldVerdict(id: number): Promise<HeldVerdict | undefined> {
-    const [row] = await this.#rows<HeldRow>('heldVerdict', [id]);
-    return row && toHeld(row);
+  async #pendingVerdict(id: number): Promise<PendingVerdict | undefined> {
+    const [row] = await this.#rows<PendingRow>('pendingVerdict', [id]);
+    return row && toPending(row);
   }
 
   async #one<R extends pg.QueryResultRow>(
@@ -98,7 +99,7 @@ export class HeldVerdicts implements VerdictHolding {
   }
 }
 
-interface HeldRow {
+interface PendingRow {
   id: string;
   key: string;
   fence: string;
@@ -107,13 +108,13 @@ interface HeldRow {
   reason: string;
   actor: string;
   identity: string | null;
-  state: HeldVerdictState;
+  state: PendingVerdictState;
   why: string | null;
   at_ms: string;
   judged_at_ms: string | null;
 }
 
-function toHeld(row: HeldRow): HeldVerdict {
+function toPending(row: PendingRow): PendingVerdict {
   return {
     id: int(row.id),
     key: row.key,

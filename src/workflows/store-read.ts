@@ -7,7 +7,7 @@ type Inspect = (
 ) => Promise<Verdict | null | InspectAnswer>;
 
 /**
- * The store's verdict on `key`, or null while it is uncertain; held verdicts the worker refused
+ * The store's verdict on `key`, or null while it is uncertain; pending verdicts the worker refused
  * on the way are handed to `refused`, so the `status` query says why the key is still waiting.
  */
 export async function readStore(
