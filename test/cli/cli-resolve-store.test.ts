@@ -231,7 +231,7 @@ describe('sideeffect resolve through the store', () => {
     ]);
     expect(ran.code).toBe(3);
     expect(ran.stderr).toMatch(
-      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; holding the verdict in the store/,
+      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; recording the verdict in the store as a pending verdict/,
     );
     expect(ran.stdout).toMatch(/pending verdict #\d+ and decides nothing yet/);
     expect(ran.stdout).toContain(`sideeffect show ${key}`);

@@ -257,7 +257,7 @@ describe('a verdict no worker could judge in time is pending, then judged by the
     ]);
     const pendingAt = Date.now();
     expect(ran.code, ran.stderr).toBe(3);
-    expect(ran.stderr).toMatch(/holding the verdict in the store/);
+    expect(ran.stderr).toMatch(/recording the verdict in the store as a pending verdict/);
     expect(ran.stdout).toMatch(/pending verdict #\d+/);
     expect((await fx.store.inspect(key))?.state).toBe('uncertain');
     const outcome = (await caller.result()) as SideEffectOutcome<unknown>;
