@@ -4,6 +4,7 @@ import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
 import { keepsPendingVerdicts, type Store, type SweepCoordination } from '../core/store.js';
 import type { KeyRecord, UncertainBacklog } from '../core/types.js';
+import type { PendingVerdict } from '../core/verdict.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   type EnsureReconcileRequest,
@@ -23,7 +24,7 @@ import { settleAll } from '../syncx/index.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
-import { judgePendingVerdicts, type RefusedPendingVerdict } from './pending-verdicts.js';
+import { judgePendingVerdicts, type PendingJudgement } from './pending-verdicts.js';
 import { verdictResultError } from './result-check.js';
 import type { SearchAttributeRegistration } from './search-attributes.js';
 
@@ -183,14 +184,23 @@ export function reconcileActivities({
     },
 
     async inspectKey(key, about) {
-      const refused = (await judged(key, effectOf(about))) ?? [];
+      const judgement = await judged(key, effectOf(about));
       const verdict = verdictOf(await inspect(key)) ?? null;
-      return about === undefined ? verdict : { verdict, refused };
+      if (about === undefined) return verdict;
+      const waiting = verdict === null ? (judgement?.waiting ?? []) : [];
+      return {
+        verdict,
+        refused: judgement?.refused ?? [],
+        ...(waiting.length > 0 ? { pending: waiting } : {}),
+      };
     },
 
     async resolveKey(key, resolution, about) {
       const effect = effectOf(about);
-      // Pending verdicts came first: one of them may decide the key before this one.
+      // Another's verdict pending on this attempt came first: the sender is told before anything
+      // is decided (judged unseen, it decided the key under them: a second charge).
+      await refuseBehindPending(key, resolution);
+      // Their own verdict, pending since their wait ran out, may decide the key before this one.
       await judged(key, effect);
       if (resolution.applied) {
         const name = await effect();
@@ -303,13 +313,40 @@ export function reconcileActivities({
   }
 
   /**
+   * Refuses a verdict sent through the workflow while another person's verdict is pending on the
+   * same attempt, naming it (who, when, what) and how to withdraw it. A pending twin of this
+   * verdict (the same sender's, recorded when their wait ran out) is no other person's: it is
+   * judged first as before.
+   */
+  async function refuseBehindPending(key: string, resolution: ResolveInput): Promise<void> {
+    if (!keepsPendingVerdicts(store)) return;
+    const record = await inspect(key);
+    if (record?.state !== 'uncertain') return;
+    if (resolution.fence !== undefined && resolution.fence !== record.fence) return;
+    let waiting: PendingVerdict[];
+    try {
+      waiting = await store.pendingVerdicts(key, { waiting: true, limit: 10 });
+    } catch (error) {
+      throw toFailure(error);
+    }
+    const other = waiting.find(
+      (one) =>
+        one.applied !== resolution.applied ||
+        one.reason !== resolution.reason ||
+        (resolution.by !== undefined && one.by !== resolution.by),
+    );
+    if (other === undefined) return;
+    throw nonRetryable(SideEffectFailureType.InvalidAction, behindPendingMessage(key, other));
+  }
+
+  /**
    * Judges the verdicts held on an uncertain key (see judgePendingVerdicts); undefined when the key
    * is not uncertain (nothing held on it can decide it).
    */
   async function judged(
     key: string,
     effect: () => Promise<string | undefined>,
-  ): Promise<RefusedPendingVerdict[] | undefined> {
+  ): Promise<PendingJudgement | undefined> {
     if ((await inspect(key))?.state !== 'uncertain') return undefined;
     try {
       return await judgePendingVerdicts(store, effects, key, effect);
@@ -399,4 +436,10 @@ function verdictOf(record: KeyRecord | undefined): Verdict | undefined {
   if (record?.state === 'uncertain') return undefined;
   if (record?.state === 'done') return { applied: true, result: decodeJson(record.result!) };
   return { applied: false };
+}
+
+/** What a person whose verdict waits behind another's pending one is told. */
+function behindPendingMessage(key: string, pending: PendingVerdict): string {
+  const what = pending.applied ? 'applied' : 'not applied';
+  return `not recorded: pending verdict #${pending.id} on attempt ${pending.fence} of "${key}" came first (${what}, by ${pending.by ?? 'unknown'} at ${new Date(pending.at).toISOString()}: ${pending.reason}). It waits for a worker's check and decides the key if it passes. If it is wrong, withdraw it, then send yours again: sideeffect withdraw '${key}' --verdict ${pending.id} --reason TEXT`;
 }

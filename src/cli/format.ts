@@ -3,24 +3,31 @@ import type { KeyEvent, KeyRecord, Result } from '../core/types.js';
 import type { PendingVerdict } from '../core/verdict.js';
 import type { StoreStats } from '../store/postgres/index.js';
 
-/** Human output: aligned columns a person can scan; `--json` is for scripts. */
-export function printList(records: KeyRecord[]): string {
+/**
+ * Human output: aligned columns a person can scan; `--json` is for scripts. A PENDING column
+ * (verdicts pending on the key's attempt) appears when some listed key has one.
+ */
+export function printList(records: KeyRecord[], pending = new Map<string, number>()): string {
   if (records.length === 0) return 'no keys';
+  const shown = records.some((r) => pending.has(r.key));
   const rows = records.map((r) => [
     r.state,
     String(r.fence),
+    ...(shown ? [String(pending.get(r.key) ?? '')] : []),
     iso(r.updatedAt),
     r.key,
     r.resource,
     r.reason ?? '',
   ]);
-  return table(['STATE', 'FENCE', 'UPDATED', 'KEY', 'RESOURCE', 'REASON'], rows);
+  const head = ['STATE', 'FENCE', ...(shown ? ['PENDING'] : []), 'UPDATED', 'KEY', 'RESOURCE'];
+  return table([...head, 'REASON'], rows);
 }
 
 export function printKey(
   record: KeyRecord,
   events: KeyEvent[],
   pending: PendingVerdict[] = [],
+  morePending?: number,
 ): string {
   const lines = [
     `key:          ${record.key}`,
@@ -57,6 +64,16 @@ export function printKey(
     if (who) lines.push(`    ${who}`);
   });
   if (pending.length > 0) lines.push('', ...printPending(pending));
+  if (morePending !== undefined)
+    lines.push(
+      `more pending verdicts: sideeffect show ${shellWord(record.key)} --verdicts-after ${morePending}`,
+    );
+  const waiting = pending.filter((v) => v.state === 'pending');
+  if (waiting.length > 0)
+    lines.push(
+      '',
+      `a verdict sent through the workflow is refused while #${waiting.map((v) => v.id).join(', #')} ${waiting.length === 1 ? 'is' : 'are'} pending; withdraw a wrong one: sideeffect withdraw ${shellWord(record.key)} --verdict ID --reason TEXT`,
+    );
   return lines.join('\n');
 }
 
@@ -90,7 +107,7 @@ function printPending(pending: PendingVerdict[]): string[] {
     v.state,
     String(v.fence),
     v.applied
-      ? `applied, result ${v.result ? safeResult(v.result.payload) : 'none'}`
+      ? `applied, result ${v.result ? cut(safeResult(v.result.payload)) : 'none'}`
       : 'not applied',
     v.by ?? '-',
     v.state === 'pending' ? "waits for a worker to run the effect's result check" : (v.why ?? '-'),
@@ -99,6 +116,13 @@ function printPending(pending: PendingVerdict[]): string[] {
     "pending verdicts (recorded without a worker; a worker's check decides them):",
     table(['ID', 'AT', 'STATE', 'FENCE', 'VERDICT', 'BY', 'WHY'], rows),
   ];
+}
+
+/** A listed value cut to a line's worth: the full one is in `-o json`. */
+function cut(text: string): string {
+  return text.length > 120
+    ? `${text.slice(0, 120)}... (${text.length} characters; -o json has it)`
+    : text;
 }
 
 function safeResult(payload: Uint8Array): string {

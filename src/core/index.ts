@@ -19,8 +19,10 @@ export { defaultLimits, type Limits } from './validate.js';
 export type {
   PendingVerdict,
   PendingVerdictOutcome,
+  PendingVerdictPage,
   PendingVerdictState,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
+  Withdrawal,
 } from './verdict.js';

@@ -15,9 +15,11 @@ import type {
 import type {
   PendingVerdict,
   PendingVerdictOutcome,
+  PendingVerdictPage,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
+  Withdrawal,
 } from './verdict.js';
 
 /** Which keys `Store.list` returns, and in what order. */
@@ -165,12 +167,31 @@ export interface PendingVerdictStore {
    * Holds a verdict on an uncertain key for a worker's check, pinned to the attempt it judges
    * (its `fence`, else the key's current one) and recorded as an event. Refused as
    * `resolveUncertain` refuses: StaleVerdictError for another attempt, NotUncertainError unless
-   * uncertain; on a done key returns `replayed` with the result that stands.
+   * uncertain; on a done key returns `replayed` with the result that stands. PendingVerdictsFullError
+   * when the attempt already has `MAX_PENDING_VERDICTS` (100) pending.
    */
   addPendingVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome>;
 
-  /** Every verdict held on the key, oldest first, whatever it became. */
-  pendingVerdicts(key: Key): Promise<PendingVerdict[]>;
+  /**
+   * The key's pending verdicts, oldest first, whatever each became, a page at a time (at most
+   * 100 by default, 1,000 at most). One still `pending` whose key was decided or moved on to
+   * another attempt reads `late`.
+   */
+  pendingVerdicts(key: Key, page?: PendingVerdictPage): Promise<PendingVerdict[]>;
+
+  /** How many verdicts are still pending on each key's current attempt (keys with none are absent). */
+  pendingVerdictCounts(keys: Key[]): Promise<Map<Key, number>>;
+
+  /**
+   * Withdraws a verdict still pending on `key`, atomically: `withdrawn` with who and why, and an
+   * event on the key. One judged or withdrawn before is returned as it stands; an id that is not
+   * the key's answers undefined.
+   */
+  withdrawPendingVerdict(
+    key: Key,
+    id: number,
+    withdrawal: Withdrawal,
+  ): Promise<PendingVerdict | undefined>;
 
   /** Up to `limit` uncertain keys with a pending verdict for their current attempt, oldest verdict first. */
   pendingVerdictKeys(limit: number): Promise<Key[]>;

@@ -89,10 +89,11 @@ export interface ReconcileResolution<R = unknown> extends Verdict<R> {
 
 /**
  * Where a pending verdict stands: `pending` until a worker runs the effect's result check on it;
- * `accepted` (it decided the key), `refused` (the check said no: the key stayed uncertain) or
- * `late` (another verdict decided the key first, or the key moved on to another attempt).
+ * `accepted` (it decided the key), `refused` (the check said no: the key stayed uncertain),
+ * `late` (another verdict decided the key first, or the key moved on to another attempt: read so
+ * as soon as that happened, judged or not) or `withdrawn` (taken back by a person, with why).
  */
-export type PendingVerdictState = 'pending' | 'accepted' | 'refused' | 'late';
+export type PendingVerdictState = 'pending' | 'accepted' | 'refused' | 'late' | 'withdrawn';
 
 /**
  * A verdict recorded in the store by someone who could not reach a worker (the CLI past its
@@ -120,3 +121,21 @@ export type PendingVerdictOutcome =
 
 /** A worker's judgement of a pending verdict: the effect's check passed, or why not. */
 export type VerdictJudgement = { accept: true } | { accept: false; why: string };
+
+/** Which pending verdicts of a key to read, a page at a time (oldest first). */
+export interface PendingVerdictPage {
+  /** Only verdicts with a larger id (the last id of the page before). */
+  afterId?: number;
+  /** At most this many. @default 100 */
+  limit?: number;
+  /** Only the verdicts still pending on the key's current (uncertain) attempt. */
+  waiting?: boolean;
+}
+
+/** Who withdraws a pending verdict, and why (stored with it and as an event on the key). */
+export interface Withdrawal {
+  reason: string;
+  by?: string;
+  /** The client identity that sent it, beside `by` (see {@link Resolution.identity}). */
+  identity?: string;
+}

@@ -84,6 +84,13 @@ export const workflowPatches = {
    * the effect in the run's memo, if any).
    */
   heldVerdicts: { id: 'sideeffect-held-verdicts', since: '0.2' },
+  /**
+   * ReconcileWorkflow runs that show the verdicts still pending in the store on their attempt
+   * (as a store read found them) in the `status` query and their details, so whoever decides sees
+   * them first. Taken only once a read finds one; no command follows from it (a query answer and
+   * the details are no commands), the marker only records where runs began to show them.
+   */
+  pendingVerdictsShown: { id: 'sideeffect-pending-verdicts-shown', since: '0.3' },
 } as const satisfies Record<string, { id: string; since: Minor }>;
 
 /** The name of one of the library's workflow patches (its id is {@link workflowPatches}`[name].id`). */

@@ -1,7 +1,9 @@
 import {
   FenceStaleError,
   KeyConflictError,
+  MAX_PENDING_VERDICTS,
   NotUncertainError,
+  PendingVerdictsFullError,
   StaleVerdictError,
 } from '../core/errors.js';
 import type { FencedSink, ListFilter, PendingVerdictStore, Store } from '../core/store.js';
@@ -22,19 +24,23 @@ import {
   checkAction,
   checkBytes,
   checkLeaseTtl,
+  checkPendingPage,
   checkPurge,
   checkReason,
   checkResolution,
   checkText,
+  checkWithdrawal,
   defaultLimits,
   type Limits,
 } from '../core/validate.js';
 import type {
   PendingVerdict,
   PendingVerdictOutcome,
+  PendingVerdictPage,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
+  Withdrawal,
 } from '../core/verdict.js';
 import { KeyedGate } from '../syncx/index.js';
 import { payloadDigest } from './digest.js';
@@ -207,6 +213,8 @@ export class MemoryStore implements Store, PendingVerdictStore {
     if (row?.state === 'done')
       return { outcome: 'replayed', applied: true, result: copy(row.result!) };
     if (row?.state !== 'uncertain') throw new NotUncertainError(key, row?.state ?? 'unknown');
+    const waiting = this.#pending.filter((one) => one.key === key && this.#waiting(one));
+    if (waiting.length >= MAX_PENDING_VERDICTS) throw new PendingVerdictsFullError(key, row.fence);
     const entry: PendingVerdict = {
       id: this.#pending.length + 1,
       key,
@@ -224,8 +232,51 @@ export class MemoryStore implements Store, PendingVerdictStore {
     return { outcome: 'held', verdict: copyPending(entry) };
   }
 
-  async pendingVerdicts(key: Key): Promise<PendingVerdict[]> {
-    return this.#pending.filter((verdict) => verdict.key === key).map(copyPending);
+  async pendingVerdicts(key: Key, page?: PendingVerdictPage): Promise<PendingVerdict[]> {
+    const { afterId, limit, waiting } = checkPendingPage(page);
+    return this.#pending
+      .filter((one) => one.key === key && one.id > afterId && (!waiting || this.#waiting(one)))
+      .slice(0, limit)
+      .map((one) => this.#asItStands(one));
+  }
+
+  async pendingVerdictCounts(keys: Key[]): Promise<Map<Key, number>> {
+    const wanted = new Set(keys);
+    const counts = new Map<Key, number>();
+    for (const one of this.#pending)
+      if (wanted.has(one.key) && this.#waiting(one))
+        counts.set(one.key, (counts.get(one.key) ?? 0) + 1);
+    return counts;
+  }
+
+  async withdrawPendingVerdict(
+    key: Key,
+    id: number,
+    withdrawal: Withdrawal,
+  ): Promise<PendingVerdict | undefined> {
+    const { reason, by, identity } = checkWithdrawal(withdrawal, this.#limits);
+    const entry = this.#pending[id - 1];
+    if (entry === undefined || entry.key !== key) return undefined;
+    if (entry.state !== 'pending') return copyPending(entry);
+    const who = by ?? 'withdraw';
+    entry.state = 'withdrawn';
+    entry.why = `withdrawn by ${who}: ${reason}`;
+    entry.judgedAt = this.#now();
+    const row = this.#keys.get(key);
+    if (row) this.#note(row, `pending verdict #${id} withdrawn: ${reason}`, who, identity);
+    return copyPending(entry);
+  }
+
+  /** Whether a verdict still waits for a check on its key's current, uncertain attempt. */
+  #waiting(entry: PendingVerdict): boolean {
+    const row = this.#keys.get(entry.key);
+    return entry.state === 'pending' && row?.state === 'uncertain' && row.fence === entry.fence;
+  }
+
+  /** A copy, read `late` (with why) when it is still pending but its key was decided or moved on. */
+  #asItStands(entry: PendingVerdict): PendingVerdict {
+    if (entry.state !== 'pending' || this.#waiting(entry)) return copyPending(entry);
+    return { ...copyPending(entry), state: 'late', why: lateWhy(entry, this.#keys.get(entry.key)) };
   }
 
   /** @deprecated since 0.3.0, removed in 0.4.0: use {@link MemoryStore.addPendingVerdict}; the same operation. */
@@ -433,7 +484,7 @@ function copyPending(verdict: PendingVerdict): PendingVerdict {
 
 /** The event text of a pending verdict; the same words as the Postgres store's. */
 function pendingReason(applied: boolean, reason: string): string {
-  return `verdict held until a worker checks it (${applied ? 'applied' : 'not applied'}): ${reason}`;
+  return `verdict pending until a worker checks it (${applied ? 'applied' : 'not applied'}): ${reason}`;
 }
 
 /** Why a pending verdict can no longer decide its key; the same words as the Postgres store's. */

@@ -5,8 +5,10 @@ import {
   InvalidActionError,
   KeyConflictError,
   type Lease,
+  MAX_PENDING_VERDICTS,
   NotAppliedError,
   NotUncertainError,
+  PendingVerdictsFullError,
   type RetrySafety,
   Runner,
   StaleVerdictError,
@@ -826,6 +828,98 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           store.addPendingVerdict(a.key, { applied: false, reason: ' ' }),
         ).rejects.toBeInstanceOf(InvalidActionError);
         expect(await store.judgeVerdict(987_654_321, { accept: true })).toBeUndefined();
+      });
+
+      it('overtaken, a verdict still pending reads late at once, never pending on a decided key', async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const held = await store.addPendingVerdict(a.key, {
+          applied: true,
+          result: { payload: bytes('{"chargeId":"ch_1"}') },
+          reason: 'no worker knows this effect',
+        });
+        if (held.outcome !== 'held') throw new Error('not held');
+        expect(await store.pendingVerdictCounts([a.key, 'never-seen'])).toEqual(
+          new Map([[a.key, 1]]),
+        );
+        await store.resolveUncertain(a.key, { applied: false, reason: 'through the workflow' });
+        expect(await store.pendingVerdicts(a.key)).toEqual([
+          expect.objectContaining({
+            state: 'late',
+            why: expect.stringContaining('decided before'),
+          }),
+        ]);
+        expect(await store.pendingVerdicts(a.key, { waiting: true })).toEqual([]);
+        expect(await store.pendingVerdictCounts([a.key])).toEqual(new Map());
+      });
+
+      it('withdrawn by a person, with who and why: never judged, and an event says so', async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const held = await store.addPendingVerdict(a.key, { applied: false, reason: 'checked 1' });
+        if (held.outcome !== 'held') throw new Error('not held');
+        const id = held.verdict.id;
+        expect(
+          await store.withdrawPendingVerdict('another-key', id, { reason: 'x' }),
+        ).toBeUndefined();
+        await expect(
+          store.withdrawPendingVerdict(a.key, id, { reason: ' ' }),
+        ).rejects.toBeInstanceOf(InvalidActionError);
+        const withdrawn = await store.withdrawPendingVerdict(a.key, id, {
+          reason: 'carol found the charge',
+          by: 'carol',
+          identity: 'cli@host',
+        });
+        expect(withdrawn).toMatchObject({
+          id,
+          state: 'withdrawn',
+          why: 'withdrawn by carol: carol found the charge',
+        });
+        expect((await store.events(a.key)).at(-1)).toMatchObject({
+          from: 'uncertain',
+          to: 'uncertain',
+          by: 'carol',
+          identity: 'cli@host',
+          reason: expect.stringContaining(`#${id} withdrawn`),
+        });
+        expect(await store.judgeVerdict(id, { accept: true })).toMatchObject({
+          state: 'withdrawn',
+        });
+        expect((await store.inspect(a.key))?.state).toBe('uncertain');
+        expect(await store.pendingVerdictKeys(1000)).not.toContain(a.key);
+      });
+
+      it(`at most ${MAX_PENDING_VERDICTS} pending per attempt: the next is refused, nothing written; read a page at a time`, async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const ids: number[] = [];
+        for (let i = 0; i < MAX_PENDING_VERDICTS; i++) {
+          const held = await store.addPendingVerdict(a.key, { applied: false, reason: `v${i}` });
+          if (held.outcome !== 'held') throw new Error('not held');
+          ids.push(held.verdict.id);
+        }
+        const events = (await store.events(a.key)).length;
+        const full = await store
+          .addPendingVerdict(a.key, { applied: false, reason: 'one more' })
+          .then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+        expect(full).toBeInstanceOf(PendingVerdictsFullError);
+        expect(full).toMatchObject({ code: 'PENDING_VERDICTS_FULL', key: a.key, fence: 1 });
+        expect((await store.events(a.key)).length).toBe(events);
+        const first = await store.pendingVerdicts(a.key, { limit: 30 });
+        expect(first.map((v) => v.id)).toEqual(ids.slice(0, 30));
+        const next = await store.pendingVerdicts(a.key, { afterId: first.at(-1)!.id, limit: 30 });
+        expect(next.map((v) => v.id)).toEqual(ids.slice(30, 60));
+        await expect(store.pendingVerdicts(a.key, { limit: 1001 })).rejects.toBeInstanceOf(
+          InvalidActionError,
+        );
+        // Withdrawn, one makes room again.
+        await store.withdrawPendingVerdict(a.key, ids[0]!, { reason: 'duplicate' });
+        expect(
+          await store.addPendingVerdict(a.key, { applied: false, reason: 'fits' }),
+        ).toMatchObject({ outcome: 'held' });
       });
     });
 

@@ -42,6 +42,7 @@ const TABLES = [
 ];
 /** Holds a verdict for a worker's check (0010): what the CLI records when no worker answers. */
 const HOLD = 'hold_verdict(text, boolean, bytea, text, text, bigint, text)';
+const WITHDRAW = 'withdraw_verdict(bigint, text, text, text, text)';
 
 /**
  * The GRANT statements that give an existing role what its kind needs on a migrated schema, as SQL
@@ -85,7 +86,7 @@ export function grantsScript(options: { schema?: string; role: string; kind: Rol
     case 'operator':
       lines.push(
         `grant select on table ${s}.keys, ${s}.events, ${s}.pending_verdicts, ${s}.migrations, ${s}.migration_history to ${r};`,
-        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${RESOLVE_0_1_0}, ${s}.${HOLD}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
+        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${RESOLVE_0_1_0}, ${s}.${HOLD}, ${s}.${WITHDRAW}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
       );
       break;
     case 'readonly':

@@ -41,9 +41,11 @@ import {
 import type {
   PendingVerdict,
   PendingVerdictOutcome,
+  PendingVerdictPage,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
+  Withdrawal,
 } from '../../core/verdict.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
 import { type AcquireCall, batchLimits, type HolderCall, KeyBatches } from './key-batches.js';
@@ -472,8 +474,20 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, PendingVerdic
     return this.#verdicts.addPendingVerdict(key, resolution);
   }
 
-  pendingVerdicts(key: Key): Promise<PendingVerdict[]> {
-    return this.#verdicts.pendingVerdicts(key);
+  pendingVerdicts(key: Key, page?: PendingVerdictPage): Promise<PendingVerdict[]> {
+    return this.#verdicts.pendingVerdicts(key, page);
+  }
+
+  pendingVerdictCounts(keys: Key[]): Promise<Map<Key, number>> {
+    return this.#verdicts.pendingVerdictCounts(keys);
+  }
+
+  withdrawPendingVerdict(
+    key: Key,
+    id: number,
+    withdrawal: Withdrawal,
+  ): Promise<PendingVerdict | undefined> {
+    return this.#verdicts.withdrawPendingVerdict(key, id, withdrawal);
   }
 
   /** @deprecated since 0.3.0, removed in 0.4.0: use {@link PgStore.addPendingVerdict}; the same operation. */
