@@ -184,14 +184,14 @@ export interface PendingVerdictStore {
 
   /**
    * Withdraws a verdict still pending on `key`, atomically: `withdrawn` with who and why, and an
-   * event on the key. One judged or withdrawn before is returned as it stands; an id that is not
-   * the key's answers undefined.
+   * event on the key (`withdrawn: true`). One judged or withdrawn before is returned as it stands
+   * (`withdrawn: false`); an id that is not the key's answers undefined.
    */
   withdrawPendingVerdict(
     key: Key,
     id: number,
     withdrawal: Withdrawal,
-  ): Promise<PendingVerdict | undefined>;
+  ): Promise<{ withdrawn: boolean; verdict: PendingVerdict } | undefined>;
 
   /** Up to `limit` uncertain keys with a pending verdict for their current attempt, oldest verdict first. */
   pendingVerdictKeys(limit: number): Promise<Key[]>;

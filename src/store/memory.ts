@@ -253,18 +253,18 @@ export class MemoryStore implements Store, PendingVerdictStore {
     key: Key,
     id: number,
     withdrawal: Withdrawal,
-  ): Promise<PendingVerdict | undefined> {
+  ): Promise<{ withdrawn: boolean; verdict: PendingVerdict } | undefined> {
     const { reason, by, identity } = checkWithdrawal(withdrawal, this.#limits);
     const entry = this.#pending[id - 1];
     if (entry === undefined || entry.key !== key) return undefined;
-    if (entry.state !== 'pending') return copyPending(entry);
+    if (entry.state !== 'pending') return { withdrawn: false, verdict: copyPending(entry) };
     const who = by ?? 'withdraw';
     entry.state = 'withdrawn';
     entry.why = `withdrawn by ${who}: ${reason}`;
     entry.judgedAt = this.#now();
     const row = this.#keys.get(key);
     if (row) this.#note(row, `pending verdict #${id} withdrawn: ${reason}`, who, identity);
-    return copyPending(entry);
+    return { withdrawn: true, verdict: copyPending(entry) };
   }
 
   /** Whether a verdict still waits for a check on its key's current, uncertain attempt. */

@@ -871,9 +871,14 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           identity: 'cli@host',
         });
         expect(withdrawn).toMatchObject({
-          id,
-          state: 'withdrawn',
-          why: 'withdrawn by carol: carol found the charge',
+          withdrawn: true,
+          verdict: { id, state: 'withdrawn', why: 'withdrawn by carol: carol found the charge' },
+        });
+        expect(
+          await store.withdrawPendingVerdict(a.key, id, { reason: 'again', by: 'dave' }),
+        ).toMatchObject({
+          withdrawn: false,
+          verdict: { state: 'withdrawn', why: expect.stringContaining('carol') },
         });
         expect((await store.events(a.key)).at(-1)).toMatchObject({
           from: 'uncertain',

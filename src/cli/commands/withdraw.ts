@@ -55,17 +55,18 @@ judged (accepted, refused, late) or withdrawn stays as it is (exit 1).`,
     const { store } = ctx.database();
     if (!keepsPendingVerdicts(store))
       return ctx.fail('NOT_FOUND', 'this store keeps no pending verdicts', EXIT.refused);
-    const verdict = await store.withdrawPendingVerdict(key, id, {
+    const answer = await store.withdrawPendingVerdict(key, id, {
       reason,
       by,
       identity: cliIdentity(),
     });
-    if (verdict === undefined)
+    if (answer === undefined)
       return ctx.fail(
         'NOT_FOUND',
         `no pending verdict #${id} on key "${key}" (sideeffect show "${key}" lists them)`,
         EXIT.refused,
       );
+    const { verdict } = answer;
     const json = {
       key,
       id,
@@ -73,7 +74,7 @@ judged (accepted, refused, late) or withdrawn stays as it is (exit 1).`,
       ...(verdict.why === undefined ? {} : { why: verdict.why }),
       ...(verdict.judgedAt === undefined ? {} : { at: iso(verdict.judgedAt) }),
     };
-    if (verdict.state !== 'withdrawn')
+    if (!answer.withdrawn)
       return ctx.fail(
         'NOT_PENDING',
         `pending verdict #${id} on "${key}" was not withdrawn: it is ${verdict.state} already${verdict.why ? ` (${verdict.why})` : ''}`,

@@ -108,10 +108,10 @@ export class PgPendingVerdicts implements PendingVerdictStore {
     key: Key,
     id: number,
     withdrawal: Withdrawal,
-  ): Promise<PendingVerdict | undefined> {
+  ): Promise<{ withdrawn: boolean; verdict: PendingVerdict } | undefined> {
     const { reason, by, identity } = checkWithdrawal(withdrawal, this.#limits);
     if (!Number.isSafeInteger(id) || id < 1 || !storableKey(key, this.#limits)) return undefined;
-    const row = await this.#one<{ o_state: string | null }>('withdraw', [
+    const row = await this.#one<{ o_state: string | null; o_withdrawn: boolean }>('withdraw', [
       id,
       key,
       reason,
@@ -119,7 +119,8 @@ export class PgPendingVerdicts implements PendingVerdictStore {
       identity ?? null,
     ]);
     if (row.o_state === null) return undefined;
-    return this.#pendingVerdict(id);
+    const verdict = await this.#pendingVerdict(id);
+    return verdict && { withdrawn: row.o_withdrawn, verdict };
   }
 
   async pendingVerdictKeys(limit: number): Promise<Key[]> {

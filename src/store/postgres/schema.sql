@@ -1251,7 +1251,7 @@ end
 $$;
 
 -- FUNCTION withdraw_verdict(bigint, text, text, text, text)
-CREATE FUNCTION <schema>.withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text) RETURNS record
+CREATE FUNCTION <schema>.withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text, OUT o_withdrawn boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO '<schema>', 'pg_temp'
     AS $$
@@ -1260,6 +1260,7 @@ declare
   k keys;
   v_now timestamptz;
 begin
+  o_withdrawn := false;
   select * into v from pending_verdicts where id = p_id and key = p_key for update;
   if not found then
     return;
@@ -1272,6 +1273,7 @@ begin
   v_now := store_now();
   o_state := 'withdrawn';
   o_why := 'withdrawn by ' || p_actor || ': ' || p_reason;
+  o_withdrawn := true;
   update pending_verdicts set state = o_state, why = o_why, judged_at = v_now where id = p_id;
   insert into events (key, from_state, to_state, fence, reason, actor, at, identity)
   values (v.key, k.state, k.state, v.fence,
@@ -1554,5 +1556,5 @@ REVOKE ALL ON FUNCTION <schema>.tx_sql_prepared() FROM PUBLIC;
 -- ACL FUNCTION tx_temp_relations()
 REVOKE ALL ON FUNCTION <schema>.tx_temp_relations() FROM PUBLIC;
 
--- ACL FUNCTION withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text)
-REVOKE ALL ON FUNCTION <schema>.withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text) FROM PUBLIC;
+-- ACL FUNCTION withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text, OUT o_withdrawn boolean)
+REVOKE ALL ON FUNCTION <schema>.withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text, OUT o_withdrawn boolean) FROM PUBLIC;

@@ -486,7 +486,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, PendingVerdic
     key: Key,
     id: number,
     withdrawal: Withdrawal,
-  ): Promise<PendingVerdict | undefined> {
+  ): Promise<{ withdrawn: boolean; verdict: PendingVerdict } | undefined> {
     return this.#verdicts.withdrawPendingVerdict(key, id, withdrawal);
   }
 

@@ -74,8 +74,8 @@ end
 $$;
 
 -- Withdraws a pending verdict of `p_key`: it becomes `withdrawn` with who and why, and an event
--- on the key says so. One judged (or withdrawn) before is answered as it stands; an id of another
--- key answers nothing.
+-- on the key says so (o_withdrawn). One judged (or withdrawn) before is answered as it stands; an
+-- id of another key answers nothing.
 create function withdraw_verdict(
   p_id bigint,
   p_key text,
@@ -83,7 +83,8 @@ create function withdraw_verdict(
   p_actor text,
   p_identity text,
   out o_state text,
-  out o_why text
+  out o_why text,
+  out o_withdrawn boolean
 )
   language plpgsql
   security definer
@@ -94,6 +95,7 @@ declare
   k keys;
   v_now timestamptz;
 begin
+  o_withdrawn := false;
   select * into v from pending_verdicts where id = p_id and key = p_key for update;
   if not found then
     return;
@@ -106,6 +108,7 @@ begin
   v_now := store_now();
   o_state := 'withdrawn';
   o_why := 'withdrawn by ' || p_actor || ': ' || p_reason;
+  o_withdrawn := true;
   update pending_verdicts set state = o_state, why = o_why, judged_at = v_now where id = p_id;
   insert into events (key, from_state, to_state, fence, reason, actor, at, identity)
   values (v.key, k.state, k.state, v.fence,
