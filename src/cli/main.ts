@@ -35,7 +35,7 @@ export async function main(
     invocation = parseInvocation(argv, safeUser());
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    output.err(`${maskConnectionString(`sideeffect: ${error.message}`)}\n\n${error.help}`);
+    output.err(`${maskConnectionString(`sideeffect: ${error.message}`)}\n${error.pointer}`);
     if (wantsJson(argv))
       io.out(JSON.stringify({ error: { code: error.code, message: error.message } }));
     return EXIT.usage;

@@ -284,6 +284,9 @@ describe('a verdict no worker could judge in time is pending, then judged by the
       `no ReconcileWorkflow ${reconcileWorkflowId(key)} in namespace ${ELSEWHERE}`,
     );
     expect(ran.stdout).not.toMatch(/via the store/);
+    // The prompt it prints does not repeat the namespace that had no such workflow.
+    expect(ran.stdout).toContain('--name recheck --namespace <the namespace its workers poll>');
+    expect(ran.stdout).not.toContain(`--namespace ${ELSEWHERE}`);
     // Judged by this worker (in the right namespace) once its sweeper prompts the reconcile.
     const outcome = (await caller.result()) as SideEffectOutcome<unknown>;
     expect(outcome).toMatchObject({ outcome: 'applied', result: { chargeId: 'ch_retry_2' } });

@@ -179,7 +179,7 @@ export async function resolveKey(options: {
     pendingId: judged.id,
     ...(timedOut ? { timedOut } : {}),
     ...(notFound ? { notFound } : {}),
-    message: pendingMessage(key, why, judged.id, sent, client?.options.namespace),
+    message: pendingMessage(key, why, judged.id, sent, client?.options.namespace, notFound),
   };
 }
 
@@ -193,9 +193,15 @@ function pendingMessage(
   id: number,
   prompted: boolean,
   namespace: string | undefined,
+  notFound = false,
 ): string {
   const workflow = reconcileWorkflowId(key);
-  const ns = namespace === undefined ? '' : ` --namespace ${namespace}`;
+  // Not found there: repeating that namespace would send the person to the same wrong place.
+  const ns = notFound
+    ? ' --namespace <the namespace its workers poll>'
+    : namespace === undefined
+      ? ''
+      : ` --namespace ${namespace}`;
   return [
     `${why}: your verdict is recorded in the store as pending verdict #${id} and decides nothing yet.`,
     `${prompted ? `${workflow} was sent \`recheck\`, so` : 'Once Temporal answers,'} a worker runs the effect's result check on it when ${workflow} next reads the store: at once when its worker has a free slot, and at the latest at the worker's next sweep (about every minute), which prompts it.`,
