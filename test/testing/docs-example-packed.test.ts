@@ -6,7 +6,9 @@
  * page's test passed while a copy of it timed out in every user's app.
  */
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, expect, it } from 'vitest';
@@ -17,8 +19,14 @@ const run = promisify(execFile);
 const versionOf = (name: string): string =>
   JSON.parse(readFileSync(path.join(REPO_ROOT, 'node_modules', name, 'package.json'), 'utf8'))
     .version;
-/** Git-ignored; the installs are kept between runs, only the tarball is reinstalled. */
-const APP = path.join(REPO_ROOT, 'test-output/testing-doc-app');
+/**
+ * Outside the repository, since vitest looks for a config in every directory up from where it
+ * runs: one per checkout, its installs kept between runs (only the tarball is reinstalled).
+ */
+const APP = path.join(
+  tmpdir(),
+  `sideeffect-testing-doc-${createHash('sha256').update(REPO_ROOT).digest('hex').slice(0, 12)}`,
+);
 
 beforeAll(async () => {
   const sdk = versionOf('@temporalio/worker');
