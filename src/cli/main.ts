@@ -77,7 +77,8 @@ export async function main(
     if (error instanceof UsageError) return fail(error.code, error.message, EXIT.usage);
     const opened = pool();
     // The user, password, database or a privilege refused: a mistake to fix, not an outage.
-    const refused = opened && connectionRefusal(opened, error, schema);
+    const refused =
+      opened && connectionRefusal(opened, error, schema, GRANTS_FOR[invocation.command.name]);
     if (refused) return fail(refused.code, refused.message, EXIT.usage);
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
     const message = error instanceof Error ? error.message : String(error);
@@ -102,6 +103,15 @@ async function askTerminal(question: string): Promise<boolean> {
     prompt.close();
   }
 }
+
+/** The role kind a person's command needs, for the grants a refused privilege advises (else a worker's). */
+const GRANTS_FOR: Record<string, 'operator' | 'readonly'> = {
+  resolve: 'operator',
+  withdraw: 'operator',
+  list: 'readonly',
+  show: 'readonly',
+  stats: 'readonly',
+};
 
 function safeUser(): string {
   try {
