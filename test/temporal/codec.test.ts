@@ -162,8 +162,10 @@ describe('a Worker with an encryption codec', () => {
         ],
         env,
       );
-      expect(blind.code).toBe(3);
-      expect(blind.stderr).toContain(ENCRYPTED);
+      // A configuration to fix (exit 2), said as such: not "unreachable" (exit 3).
+      expect(blind.code, blind.stderr).toBe(2);
+      expect(blind.stderr).toContain(`encoded as ${ENCRYPTED}`);
+      expect(blind.stderr).toContain('--data-converter MODULE');
       expect((await store.inspect(key))?.state).toBe('uncertain');
 
       const cli = await runCli(
