@@ -116,7 +116,7 @@ function unreadableEncoding(error: unknown): string | undefined {
   for (let depth = 0; at instanceof Error && depth < 5; depth++) {
     const match = /Unknown encoding: (\S+)/.exec(at.message);
     if (match)
-      return `the workflow's payloads are encoded as ${match[1]}, which this CLI cannot read without your data converter: pass --data-converter MODULE (a module exporting the \`dataConverter\` your Client and Worker use, with its codec) or set SIDEEFFECT_DATA_CONVERTER; `sideeffect show <key>` says what stands`;
+      return `the workflow's payloads are encoded as ${match[1]}, which this CLI cannot read without your data converter: pass --data-converter MODULE (a module exporting the \`dataConverter\` your Client and Worker use, with its codec) or set SIDEEFFECT_DATA_CONVERTER; \`sideeffect show <key>\` says what stands`;
     at = at.cause;
   }
   return undefined;

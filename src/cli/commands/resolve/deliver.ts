@@ -20,6 +20,7 @@ import {
   resolveUpdate,
   type Verdict,
 } from '../../../protocol/wire.js';
+import { shellWord } from '../../format.js';
 import { cliIdentity } from '../../temporal.js';
 
 /** How an operator's verdict ended: whether it was the one recorded, and what stands now. */
@@ -110,7 +111,8 @@ export async function resolveKey(options: {
         );
         return report('workflow', input, final, sameVerdict(input, final));
       } catch (error) {
-        const refused = staleVerdict(key, error) ?? invalidVerdict(error);
+        const refused =
+          staleVerdict(key, error) ?? invalidVerdict(error) ?? validatorRefusal(key, input, error);
         if (refused) throw refused;
         // The server ends an Update's long poll a little before the client's deadline.
         timedOut =
@@ -351,6 +353,38 @@ function invalidVerdict(error: unknown): InvalidActionError | undefined {
   if (!(cause instanceof ApplicationFailure) || cause.type !== SideEffectFailureType.InvalidAction)
     return undefined;
   return new InvalidActionError('verdict', `${cause.message}; nothing was recorded`);
+}
+
+/**
+ * The Update's validator refused the verdict before the run saw it. A ReconcileWorkflow running
+ * 0.1.0's code (a rollback) refuses `fence` as an unknown field; reported as unreachable (exit 3,
+ * "pending") although nothing was recorded, it left the person without the reason or a way that
+ * works there.
+ */
+function validatorRefusal(
+  key: string,
+  input: ResolveInput,
+  error: unknown,
+): InvalidActionError | undefined {
+  const cause = error instanceof WorkflowUpdateFailedError ? error.cause : undefined;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== 'TypeError') return undefined;
+  const said = `${reconcileWorkflowId(key)} refused the verdict: ${cause.message}; nothing was recorded`;
+  if (!/unknown field\(s\)[^:]*\bfence\b/.test(cause.message))
+    return new InvalidActionError('verdict', said);
+  const signal = JSON.stringify({
+    applied: input.applied,
+    ...(input.applied ? { result: input.result } : {}),
+    reason: input.reason,
+    ...(input.by === undefined ? {} : { by: input.by }),
+  });
+  const verdict = input.applied
+    ? `--applied --result ${shellWord(JSON.stringify(input.result ?? null))}`
+    : '--not-applied';
+  const fence = input.fence ?? 'N';
+  return new InvalidActionError(
+    'verdict',
+    `${said}. It runs 0.1's workflow code (workers rolled back to 0.1.0), which takes no fence. What works there: decide in the store, checked by no worker (0.1.0's waiting callers see it at their next recheck): sideeffect resolve ${shellWord(key)} --fence ${fence} ${verdict} --reason ${shellWord(input.reason)} --store-only; or 0.1.0's signal, which names no attempt and decides whichever attempt that run waits for (send it only if that is attempt ${fence}, the one you checked): temporal workflow signal --workflow-id ${shellWord(reconcileWorkflowId(key))} --name resolve --input ${shellWord(signal)}`,
+  );
 }
 
 async function reconcileStatus(
