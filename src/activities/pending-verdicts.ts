@@ -11,7 +11,7 @@ import type { AnyEffect } from './effect.js';
 import { verdictResultError } from './result-check.js';
 
 /** A pending verdict this worker refused: what the ReconcileWorkflow lists among its refused verdicts. */
-export interface RefusedPendingVerdict {
+interface RefusedPendingVerdict {
   at: string;
   input: ResolveInput & { fence: number };
   error: string;
@@ -98,7 +98,7 @@ export async function judgePendingVerdicts(
 }
 
 /** What a person deciding the key sees of a pending verdict: who, when, what, and its id. */
-export function pendingSummary(verdict: PendingVerdict): PendingVerdictSummary {
+function pendingSummary(verdict: PendingVerdict): PendingVerdictSummary {
   return {
     id: verdict.id,
     at: new Date(verdict.at).toISOString(),

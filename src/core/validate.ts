@@ -213,7 +213,7 @@ export function checkPurge(
 }
 
 /** The most pending verdicts one read returns, and how many it returns unless told. */
-export const MAX_PENDING_PAGE = 1000;
+const MAX_PENDING_PAGE = 1000;
 const DEFAULT_PENDING_PAGE = 100;
 
 /** A page of pending verdicts checked: afterId a non-negative integer, limit 1 to 1,000. */
