@@ -4,7 +4,9 @@
  * of the library itself imports them.
  */
 import { OutcomeUncertainError, UnexpectedStoreAnswerError } from './core/errors.js';
+import { keepsPendingVerdicts, type PendingVerdictStore } from './core/store.js';
 import type { AcquireOutcome } from './core/types.js';
+import type { PendingVerdict, PendingVerdictOutcome, PendingVerdictState } from './core/verdict.js';
 import * as postgres from './store/postgres/index.js';
 
 /** @deprecated since 0.2.0, removed in 0.3.0: use {@link AcquireOutcome}; a grant is `'granted'`, no longer `'applied'`. */
@@ -36,3 +38,14 @@ export type PgFencedSinkOptions = postgres.PgFencedSinkOptions;
 
 /** @deprecated since 0.3.0, removed in 0.4.0: import `PoolOptions` from `sideeffect/postgres`. */
 export type PoolOptions = postgres.PoolOptions;
+
+/** @deprecated since 0.3.0, removed in 0.4.0: use {@link PendingVerdict} ("held" is the key state; a verdict waiting for a worker's check is pending). */
+export type HeldVerdict = PendingVerdict;
+/** @deprecated since 0.3.0, removed in 0.4.0: use {@link PendingVerdictState}. */
+export type HeldVerdictState = PendingVerdictState;
+/** @deprecated since 0.3.0, removed in 0.4.0: use {@link PendingVerdictOutcome}. */
+export type HoldOutcome = PendingVerdictOutcome;
+/** @deprecated since 0.3.0, removed in 0.4.0: use {@link PendingVerdictStore} (its methods `addPendingVerdict` and `pendingVerdicts`). */
+export type VerdictHolding = PendingVerdictStore;
+/** @deprecated since 0.3.0, removed in 0.4.0: use {@link keepsPendingVerdicts}; the same function. */
+export const holdsVerdicts = keepsPendingVerdicts;

@@ -2,8 +2,9 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { NotUncertainError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
-import { holdsVerdicts, type Store, type SweepCoordination } from '../core/store.js';
+import { keepsPendingVerdicts, type Store, type SweepCoordination } from '../core/store.js';
 import type { KeyRecord, UncertainBacklog } from '../core/types.js';
+import type { PendingVerdict } from '../core/verdict.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import {
   type EnsureReconcileRequest,
@@ -23,7 +24,7 @@ import { settleAll } from '../syncx/index.js';
 import type { ReconcileWorkflow } from '../workflows/reconcile.js';
 import type { AnyEffect } from './effect.js';
 import { nonRetryable, toFailure } from './failures.js';
-import { judgeHeldVerdicts, type RefusedHeldVerdict } from './pending-verdicts.js';
+import { judgePendingVerdicts, type PendingJudgement } from './pending-verdicts.js';
 import { verdictResultError } from './result-check.js';
 import type { SearchAttributeRegistration } from './search-attributes.js';
 
@@ -69,7 +70,7 @@ export interface SweepAndReconcileReport {
   uncertain: string[];
   freed: string[];
   reconciling: string[];
-  /** Keys with a verdict held for a worker's check whose ReconcileWorkflow was sent `recheck`. */
+  /** Keys with a pending verdict whose ReconcileWorkflow was sent `recheck`. */
   prompted: string[];
   backlog: UncertainBacklog;
 }
@@ -82,7 +83,7 @@ export interface ReconcileActivities {
    * The store's verdict on the key, or null while it is still uncertain, after judging the
    * verdicts held there for a worker's check (with the effect named in `about`, else the one in
    * the calling ReconcileWorkflow's memo). With `about`, answers an {@link InspectAnswer} that
-   * also lists the held verdicts it refused.
+   * also lists the pending verdicts it refused.
    */
   inspectKey(key: string, about?: { effect?: string }): Promise<Verdict | null | InspectAnswer>;
   /**
@@ -146,7 +147,7 @@ export function reconcileActivities({
           'ensureReconcile runs inside a workflow',
         );
       const { key, resource, reason, effect, input } = request;
-      // A verdict held in the store waits for a worker that knows the effect: this one does.
+      // A verdict pending in the store waits for a worker that knows the effect: this one does.
       const refused = await judged(key, async () => effect);
       if (refused !== undefined) {
         const decided = verdictOf(await inspect(key));
@@ -183,14 +184,23 @@ export function reconcileActivities({
     },
 
     async inspectKey(key, about) {
-      const refused = (await judged(key, effectOf(about))) ?? [];
+      const judgement = await judged(key, effectOf(about));
       const verdict = verdictOf(await inspect(key)) ?? null;
-      return about === undefined ? verdict : { verdict, refused };
+      if (about === undefined) return verdict;
+      const waiting = verdict === null ? (judgement?.waiting ?? []) : [];
+      return {
+        verdict,
+        refused: judgement?.refused ?? [],
+        ...(waiting.length > 0 ? { pending: waiting } : {}),
+      };
     },
 
     async resolveKey(key, resolution, about) {
       const effect = effectOf(about);
-      // Held verdicts came first: one of them may decide the key before this one.
+      // Another's verdict pending on this attempt came first: the sender is told before anything
+      // is decided (judged unseen, it decided the key under them: a second charge).
+      await refuseBehindPending(key, resolution);
+      // Their own verdict, pending since their wait ran out, may decide the key before this one.
       await judged(key, effect);
       if (resolution.applied) {
         const name = await effect();
@@ -258,7 +268,7 @@ export function reconcileActivities({
       const reconciling = started.flatMap((start) =>
         start.status === 'fulfilled' ? [start.value] : [],
       );
-      const prompted = await promptHeld();
+      const prompted = await promptPending();
       return { uncertain, freed, reconciling, prompted, backlog: await store.uncertainBacklog() };
     },
 
@@ -267,7 +277,7 @@ export function reconcileActivities({
     },
   };
 
-  /** When each key with a held verdict was last prompted, and how many times. */
+  /** When each key with a pending verdict was last prompted, and how many times. */
   const prompts = new Map<string, { count: number; at: number }>();
 
   /**
@@ -276,11 +286,11 @@ export function reconcileActivities({
    * when it could not reach a worker, and its own prompt may have found Temporal down). Backs off
    * per key; a failed signal is tried again at the next sweep.
    */
-  async function promptHeld(): Promise<string[]> {
-    if (!holdsVerdicts(store)) return [];
+  async function promptPending(): Promise<string[]> {
+    if (!keepsPendingVerdicts(store)) return [];
     const keys = await store.pendingVerdictKeys(sweepLimit);
-    const held = new Set(keys);
-    for (const key of prompts.keys()) if (!held.has(key)) prompts.delete(key);
+    const pending = new Set(keys);
+    for (const key of prompts.keys()) if (!pending.has(key)) prompts.delete(key);
     const now = Date.now();
     const due = keys.filter((key) => {
       const last = prompts.get(key);
@@ -303,16 +313,43 @@ export function reconcileActivities({
   }
 
   /**
-   * Judges the verdicts held on an uncertain key (see judgeHeldVerdicts); undefined when the key
+   * Refuses a verdict sent through the workflow while another person's verdict is pending on the
+   * same attempt, naming it (who, when, what) and how to withdraw it. A pending twin of this
+   * verdict (the same sender's, recorded when their wait ran out) is no other person's: it is
+   * judged first as before.
+   */
+  async function refuseBehindPending(key: string, resolution: ResolveInput): Promise<void> {
+    if (!keepsPendingVerdicts(store)) return;
+    const record = await inspect(key);
+    if (record?.state !== 'uncertain') return;
+    if (resolution.fence !== undefined && resolution.fence !== record.fence) return;
+    let waiting: PendingVerdict[];
+    try {
+      waiting = await store.pendingVerdicts(key, { waiting: true, limit: 10 });
+    } catch (error) {
+      throw toFailure(error);
+    }
+    const other = waiting.find(
+      (one) =>
+        one.applied !== resolution.applied ||
+        one.reason !== resolution.reason ||
+        (resolution.by !== undefined && one.by !== resolution.by),
+    );
+    if (other === undefined) return;
+    throw nonRetryable(SideEffectFailureType.InvalidAction, behindPendingMessage(key, other));
+  }
+
+  /**
+   * Judges the verdicts held on an uncertain key (see judgePendingVerdicts); undefined when the key
    * is not uncertain (nothing held on it can decide it).
    */
   async function judged(
     key: string,
     effect: () => Promise<string | undefined>,
-  ): Promise<RefusedHeldVerdict[] | undefined> {
+  ): Promise<PendingJudgement | undefined> {
     if ((await inspect(key))?.state !== 'uncertain') return undefined;
     try {
-      return await judgeHeldVerdicts(store, effects, key, effect);
+      return await judgePendingVerdicts(store, effects, key, effect);
     } catch (error) {
       throw toFailure(error);
     }
@@ -399,4 +436,10 @@ function verdictOf(record: KeyRecord | undefined): Verdict | undefined {
   if (record?.state === 'uncertain') return undefined;
   if (record?.state === 'done') return { applied: true, result: decodeJson(record.result!) };
   return { applied: false };
+}
+
+/** What a person whose verdict waits behind another's pending one is told. */
+function behindPendingMessage(key: string, pending: PendingVerdict): string {
+  const what = pending.applied ? 'applied' : 'not applied';
+  return `not recorded: pending verdict #${pending.id} on attempt ${pending.fence} of "${key}" came first (${what}, by ${pending.by ?? 'unknown'} at ${new Date(pending.at).toISOString()}: ${pending.reason}). It waits for a worker's check and decides the key if it passes. If it is wrong, withdraw it, then send yours again: sideeffect withdraw '${key}' --verdict ${pending.id} --reason TEXT`;
 }

@@ -47,6 +47,7 @@ export function parseInvocation(argv: string[], user = 'cli'): Invocation {
     throw new UsageError(
       `unknown option ${option}${didYouMean(bare, known, '--')}`,
       help(guess?.name),
+      guess?.name,
     );
   }
   const name = first === 'help' ? undefined : first;
@@ -54,7 +55,7 @@ export function parseInvocation(argv: string[], user = 'cli'): Invocation {
   if (name !== undefined && !command && name !== 'version')
     throw new UsageError(`unknown command "${name}"${didYouMean(name, NAMES, '')}`, help());
   const usage = help(command?.name);
-  if (problems.length > 0) throw new UsageError(problems[0]!, usage);
+  if (problems.length > 0) throw new UsageError(problems[0]!, usage, command?.name);
   if (first === 'help') {
     // `sideeffect help resolve`: that command's usage.
     const [topic, ...extra] = rest;
@@ -71,7 +72,7 @@ export function parseInvocation(argv: string[], user = 'cli'): Invocation {
     throw new UsageError(`--${given[0]} needs a command: sideeffect <command> [options]`, usage);
   }
   const fail = (message: string): never => {
-    throw new UsageError(message, usage);
+    throw new UsageError(message, usage, command.name);
   };
   const stray = Object.keys(values).find(
     (option) => !GLOBAL.includes(option) && !Object.hasOwn(command.options, option),
@@ -79,7 +80,13 @@ export function parseInvocation(argv: string[], user = 'cli'): Invocation {
   if (stray) fail(`${command.name} does not take --${stray}`);
   const options = globalOptions(values, fail);
   const own = Object.fromEntries(Object.entries(values).filter(([key]) => !GLOBAL.includes(key)));
-  const prepared = command.prepare({ values: own, positionals: rest, user, help: usage });
+  const prepared = command.prepare({
+    values: own,
+    positionals: rest,
+    user,
+    help: usage,
+    topic: command.name,
+  });
   return { kind: 'command', command, options, params: prepared.params, run: prepared.run };
 }
 

@@ -156,8 +156,10 @@ interface CommandLine {
   values: Readonly<Record<string, string | boolean | string[]>>;
   positionals: readonly string[];
   user: string;
-  /** The command's usage text, printed under a refusal. */
+  /** The command's usage text, carried by a refusal. */
   help: string;
+  /** The command's name, for the `help` pointer under a refusal. */
+  topic: string;
 }
 
 /** A checked command line: the params the command's `parse` returned, and its run on them. */
@@ -187,7 +189,7 @@ function commandArgs<O extends Options>(
 ): Args<O> {
   const { positionals } = line;
   const fail = (message: string): never => {
-    throw new UsageError(message, line.help);
+    throw new UsageError(message, line.help, line.topic);
   };
   const none = () => {
     if (positionals.length > 0) fail(`unexpected argument "${positionals[0]}"`);

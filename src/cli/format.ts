@@ -1,23 +1,34 @@
 import { decodeJson } from '../core/json.js';
 import type { KeyEvent, KeyRecord, Result } from '../core/types.js';
-import type { HeldVerdict } from '../core/verdict.js';
+import type { PendingVerdict } from '../core/verdict.js';
 import type { StoreStats } from '../store/postgres/index.js';
 
-/** Human output: aligned columns a person can scan; `--json` is for scripts. */
-export function printList(records: KeyRecord[]): string {
+/**
+ * Human output: aligned columns a person can scan; `--json` is for scripts. A PENDING column
+ * (verdicts pending on the key's attempt) appears when some listed key has one.
+ */
+export function printList(records: KeyRecord[], pending = new Map<string, number>()): string {
   if (records.length === 0) return 'no keys';
+  const shown = records.some((r) => pending.has(r.key));
   const rows = records.map((r) => [
     r.state,
     String(r.fence),
+    ...(shown ? [String(pending.get(r.key) ?? '')] : []),
     iso(r.updatedAt),
     r.key,
     r.resource,
     r.reason ?? '',
   ]);
-  return table(['STATE', 'FENCE', 'UPDATED', 'KEY', 'RESOURCE', 'REASON'], rows);
+  const head = ['STATE', 'FENCE', ...(shown ? ['PENDING'] : []), 'UPDATED', 'KEY', 'RESOURCE'];
+  return table([...head, 'REASON'], rows);
 }
 
-export function printKey(record: KeyRecord, events: KeyEvent[], held: HeldVerdict[] = []): string {
+export function printKey(
+  record: KeyRecord,
+  events: KeyEvent[],
+  pending: PendingVerdict[] = [],
+  morePending?: number,
+): string {
   const lines = [
     `key:          ${record.key}`,
     `resource:     ${record.resource}`,
@@ -52,7 +63,17 @@ export function printKey(record: KeyRecord, events: KeyEvent[], held: HeldVerdic
     const who = whoDecided(event);
     if (who) lines.push(`    ${who}`);
   });
-  if (held.length > 0) lines.push('', ...printHeld(held));
+  if (pending.length > 0) lines.push('', ...printPending(pending));
+  if (morePending !== undefined)
+    lines.push(
+      `more pending verdicts: sideeffect show ${shellWord(record.key)} --verdicts-after ${morePending}`,
+    );
+  const waiting = pending.filter((v) => v.state === 'pending');
+  if (waiting.length > 0)
+    lines.push(
+      '',
+      `a verdict sent through the workflow is refused while #${waiting.map((v) => v.id).join(', #')} ${waiting.length === 1 ? 'is' : 'are'} pending; withdraw a wrong one: sideeffect withdraw ${shellWord(record.key)} --verdict ID --reason TEXT`,
+    );
   return lines.join('\n');
 }
 
@@ -76,25 +97,32 @@ export function shellWord(word: string): string {
 }
 
 /**
- * The verdicts held in the store for a worker's check: a pending one decides nothing yet, a
+ * The verdicts pending in the store for a worker's check: a pending one decides nothing yet, a
  * refused one says why the key is still uncertain.
  */
-function printHeld(held: HeldVerdict[]): string[] {
-  const rows = held.map((v) => [
+function printPending(pending: PendingVerdict[]): string[] {
+  const rows = pending.map((v) => [
     `#${v.id}`,
     iso(v.at),
     v.state,
     String(v.fence),
     v.applied
-      ? `applied, result ${v.result ? safeResult(v.result.payload) : 'none'}`
+      ? `applied, result ${v.result ? cut(safeResult(v.result.payload)) : 'none'}`
       : 'not applied',
     v.by ?? '-',
     v.state === 'pending' ? "waits for a worker to run the effect's result check" : (v.why ?? '-'),
   ]);
   return [
-    "held verdicts (recorded without a worker; a worker's check decides them):",
+    "pending verdicts (recorded without a worker; a worker's check decides them):",
     table(['ID', 'AT', 'STATE', 'FENCE', 'VERDICT', 'BY', 'WHY'], rows),
   ];
+}
+
+/** A listed value cut to a line's worth: the full one is in `-o json`. */
+function cut(text: string): string {
+  return text.length > 120
+    ? `${text.slice(0, 120)}... (${text.length} characters; -o json has it)`
+    : text;
 }
 
 function safeResult(payload: Uint8Array): string {
@@ -154,7 +182,7 @@ export function jsonRecord(record: KeyRecord) {
   return result ? { ...rest, ...jsonBytes(result, (value) => ({ result: value })) } : rest;
 }
 
-/** A held verdict's result as JSON, or its bytes in base64 when they are not JSON. */
+/** A pending verdict's result as JSON, or its bytes in base64 when they are not JSON. */
 export function jsonResult(result: Result): unknown {
   return jsonBytes(result, (value) => value);
 }

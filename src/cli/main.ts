@@ -35,7 +35,7 @@ export async function main(
     invocation = parseInvocation(argv, safeUser());
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    output.err(`${maskConnectionString(`sideeffect: ${error.message}`)}\n\n${error.help}`);
+    output.err(`${maskConnectionString(`sideeffect: ${error.message}`)}\n${error.pointer}`);
     if (wantsJson(argv))
       io.out(JSON.stringify({ error: { code: error.code, message: error.message } }));
     return EXIT.usage;
@@ -77,8 +77,11 @@ export async function main(
     if (error instanceof UsageError) return fail(error.code, error.message, EXIT.usage);
     const opened = pool();
     // The user, password, database or a privilege refused: a mistake to fix, not an outage.
-    const refused = opened && connectionRefusal(opened, error, schema);
+    const refused =
+      opened && connectionRefusal(opened, error, schema, GRANTS_FOR[invocation.command.name]);
     if (refused) return fail(refused.code, refused.message, EXIT.usage);
+    const unreadable = unreadableEncoding(error);
+    if (unreadable) return fail('DATA_CONVERTER', unreadable, EXIT.usage);
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
     const message = error instanceof Error ? error.message : String(error);
     if (code === 'STORE_UNAVAILABLE')
@@ -102,6 +105,31 @@ async function askTerminal(question: string): Promise<boolean> {
     prompt.close();
   }
 }
+
+/**
+ * What the SDK's "Unknown encoding: binary/encrypted" means to an on-call person: the workflow's
+ * payloads are encoded by a codec this CLI was not given. Reported as unreachable (exit 3), it
+ * sent people to look for an outage.
+ */
+function unreadableEncoding(error: unknown): string | undefined {
+  let at = error;
+  for (let depth = 0; at instanceof Error && depth < 5; depth++) {
+    const match = /Unknown encoding: (\S+)/.exec(at.message);
+    if (match)
+      return `the workflow's payloads are encoded as ${match[1]}, which this CLI cannot read without your data converter: pass --data-converter MODULE (a module exporting the \`dataConverter\` your Client and Worker use, with its codec) or set SIDEEFFECT_DATA_CONVERTER; \`sideeffect show <key>\` says what stands`;
+    at = at.cause;
+  }
+  return undefined;
+}
+
+/** The role kind a person's command needs, for the grants a refused privilege advises (else a worker's). */
+const GRANTS_FOR: Record<string, 'operator' | 'readonly'> = {
+  resolve: 'operator',
+  withdraw: 'operator',
+  list: 'readonly',
+  show: 'readonly',
+  stats: 'readonly',
+};
 
 function safeUser(): string {
   try {

@@ -46,5 +46,5 @@ export function temporalClient(
  * next recheck), but the run exits 3 so a script knows the waiting workflow was not told.
  */
 export function unreachable(temporal: ClusterSettings): string {
-  return `sideeffect: Temporal at ${temporal.connectionOptions.address} (namespace ${temporal.namespace}) does not answer; holding the verdict in the store for a worker's check (exit 3): once Temporal answers, a worker's sweeper prompts the key's ReconcileWorkflow within about a minute, which checks it and, accepted, tells the waiting workflow. Check --address, --namespace, --profile or TEMPORAL_ADDRESS`;
+  return `sideeffect: Temporal at ${temporal.connectionOptions.address} (namespace ${temporal.namespace}) does not answer; recording the verdict in the store as a pending verdict for a worker's check (exit 3): once Temporal answers, a worker's sweeper prompts the key's ReconcileWorkflow within about a minute, which checks it and, accepted, tells the waiting workflow. Check --address, --namespace, --profile or TEMPORAL_ADDRESS`;
 }

@@ -8,9 +8,19 @@ export class UsageError extends Error {
   constructor(
     message: string,
     readonly help = '',
+    /** The command whose usage was wrong, for the `sideeffect help <command>` pointer. */
+    readonly topic?: string,
   ) {
     super(message);
     this.name = 'UsageError';
+  }
+
+  /**
+   * What follows the reason on stderr: one line naming the help to read. The whole usage text
+   * (50 lines for `resolve`) scrolled the reason off the screen.
+   */
+  get pointer(): string {
+    return `see: sideeffect help${this.topic === undefined ? '' : ` ${this.topic}`}`;
   }
 }
 

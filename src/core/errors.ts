@@ -10,6 +10,7 @@ export type SideEffectErrorCode =
   | 'OUTCOME_UNCERTAIN'
   | 'NOT_UNCERTAIN'
   | 'STALE_VERDICT'
+  | 'PENDING_VERDICTS_FULL'
   | 'UNEXPECTED_STORE_ANSWER'
   | 'KEY_CONFLICT'
   | 'CONTENDED'
@@ -218,6 +219,28 @@ function staleVerdictMessage(key: string, fence: number, current: number, state:
     return `the attempt with fence ${current} of "${key}" is the uncertain one now; ${judged}: not recorded. Check the attempt with fence ${current} downstream, then decide it with fence ${current}`;
   return `the latest attempt of "${key}" has fence ${current} (${state}); ${judged}: not recorded, nothing to decide about it`;
 }
+
+/**
+ * The attempt already has {@link MAX_PENDING_VERDICTS} verdicts pending for a worker's check, so
+ * this one was not recorded (nothing else changed: send it again once they are judged, or
+ * withdraw one). Unbounded, 20,000 pending verdicts on one key made `show` print 12.6 MB and a
+ * worker's judge take 2,000 round trips.
+ */
+export class PendingVerdictsFullError extends SideEffectError {
+  readonly code = 'PENDING_VERDICTS_FULL';
+  constructor(
+    readonly key: string,
+    /** The attempt (fence) whose pending verdicts are full. */
+    readonly fence: number,
+  ) {
+    super(
+      `attempt ${fence} of "${key}" already has ${MAX_PENDING_VERDICTS} verdicts pending for a worker's check: yours was not recorded. Send it again once they are judged (sideeffect show "${key}"), or withdraw one (sideeffect withdraw "${key}" --verdict ID --reason TEXT)`,
+    );
+  }
+}
+
+/** How many verdicts may be pending for a worker's check on one attempt of a key (0019). */
+export const MAX_PENDING_VERDICTS = 100;
 
 /**
  * The store answered with something this version does not know (a newer schema's answer, a

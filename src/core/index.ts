@@ -18,23 +18,25 @@ export { maskConnectionString } from './mask.js';
 export * from './runner.js';
 export {
   type FencedSink,
-  holdsVerdicts,
   isTransactionalStore,
+  keepsPendingVerdicts,
   type ListFilter,
+  type PendingVerdictStore,
   type Store,
   type TransactionalStore,
   type TransactionContext,
   type TransactionIsolation,
   type TransactionOptions,
-  type VerdictHolding,
 } from './store.js';
 export * from './types.js';
 export { defaultLimits, type Limits } from './validate.js';
 export type {
-  HeldVerdict,
-  HeldVerdictState,
-  HoldOutcome,
+  PendingVerdict,
+  PendingVerdictOutcome,
+  PendingVerdictPage,
+  PendingVerdictState,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
+  Withdrawal,
 } from './verdict.js';

@@ -13,11 +13,13 @@ import type {
   UncertainBacklog,
 } from './types.js';
 import type {
-  HeldVerdict,
-  HoldOutcome,
+  PendingVerdict,
+  PendingVerdictOutcome,
+  PendingVerdictPage,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
+  Withdrawal,
 } from './verdict.js';
 
 /** Which keys `Store.list` returns, and in what order. */
@@ -160,17 +162,36 @@ export interface SweepCoordination {
  * of deciding the key, so the effect's `result` check still runs before any caller sees it. Both
  * bundled stores implement it; a store without it has verdicts recorded straight away, unchecked.
  */
-export interface VerdictHolding {
+export interface PendingVerdictStore {
   /**
    * Holds a verdict on an uncertain key for a worker's check, pinned to the attempt it judges
    * (its `fence`, else the key's current one) and recorded as an event. Refused as
    * `resolveUncertain` refuses: StaleVerdictError for another attempt, NotUncertainError unless
-   * uncertain; on a done key returns `replayed` with the result that stands.
+   * uncertain; on a done key returns `replayed` with the result that stands. PendingVerdictsFullError
+   * when the attempt already has `MAX_PENDING_VERDICTS` (100) pending.
    */
-  holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome>;
+  addPendingVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome>;
 
-  /** Every verdict held on the key, oldest first, whatever it became. */
-  heldVerdicts(key: Key): Promise<HeldVerdict[]>;
+  /**
+   * The key's pending verdicts, oldest first, whatever each became, a page at a time (at most
+   * 100 by default, 1,000 at most). One still `pending` whose key was decided or moved on to
+   * another attempt reads `late`.
+   */
+  pendingVerdicts(key: Key, page?: PendingVerdictPage): Promise<PendingVerdict[]>;
+
+  /** How many verdicts are still pending on each key's current attempt (keys with none are absent). */
+  pendingVerdictCounts(keys: Key[]): Promise<Map<Key, number>>;
+
+  /**
+   * Withdraws a verdict still pending on `key`, atomically: `withdrawn` with who and why, and an
+   * event on the key (`withdrawn: true`). One judged or withdrawn before is returned as it stands
+   * (`withdrawn: false`); an id that is not the key's answers undefined.
+   */
+  withdrawPendingVerdict(
+    key: Key,
+    id: number,
+    withdrawal: Withdrawal,
+  ): Promise<{ withdrawn: boolean; verdict: PendingVerdict } | undefined>;
 
   /** Up to `limit` uncertain keys with a pending verdict for their current attempt, oldest verdict first. */
   pendingVerdictKeys(limit: number): Promise<Key[]>;
@@ -181,12 +202,12 @@ export interface VerdictHolding {
    * refused, it is marked so with why, and an event on the still uncertain key says so. A
    * verdict judged before is returned as it stands; an unknown id answers undefined.
    */
-  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined>;
+  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<PendingVerdict | undefined>;
 }
 
 /** Whether `store` holds verdicts for a worker's check. */
-export function holdsVerdicts<S extends object>(store: S): store is S & VerdictHolding {
-  return typeof (store as Partial<VerdictHolding>).holdVerdict === 'function';
+export function keepsPendingVerdicts<S extends object>(store: S): store is S & PendingVerdictStore {
+  return typeof (store as Partial<PendingVerdictStore>).addPendingVerdict === 'function';
 }
 
 /**

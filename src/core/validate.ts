@@ -1,7 +1,7 @@
 import { InvalidActionError, PurgeBelowFloorError } from './errors.js';
 import { maskConnectionString } from './mask.js';
 import type { Action, RetrySafety } from './types.js';
-import type { Resolution } from './verdict.js';
+import type { PendingVerdictPage, Resolution, Withdrawal } from './verdict.js';
 
 /**
  * Limits every store enforces, so a malformed action is refused with a typed
@@ -210,4 +210,47 @@ export function checkPurge(
     throw new PurgeBelowFloorError(olderThanMs, limits.minPurgeAgeMs);
   }
   return olderThanMs;
+}
+
+/** The most pending verdicts one read returns, and how many it returns unless told. */
+const MAX_PENDING_PAGE = 1000;
+const DEFAULT_PENDING_PAGE = 100;
+
+/** A page of pending verdicts checked: afterId a non-negative integer, limit 1 to 1,000. */
+export function checkPendingPage(page: PendingVerdictPage = {}): Required<PendingVerdictPage> {
+  const { afterId = 0, limit = DEFAULT_PENDING_PAGE, waiting = false } = page;
+  if (!Number.isSafeInteger(afterId) || afterId < 0)
+    throw new InvalidActionError(
+      'afterId',
+      `must be a non-negative integer, got ${String(afterId)}`,
+    );
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PENDING_PAGE)
+    throw new InvalidActionError(
+      'limit',
+      `must be an integer from 1 to ${MAX_PENDING_PAGE}, got ${String(limit)}`,
+    );
+  return { afterId, limit, waiting: waiting === true };
+}
+
+/** A withdrawal checked: a reason (mandatory, like a verdict's) and, if given, who. */
+export function checkWithdrawal(
+  withdrawal: Withdrawal,
+  limits: Limits = defaultLimits,
+): Withdrawal {
+  if (typeof withdrawal !== 'object' || withdrawal === null)
+    throw new InvalidActionError('withdrawal', 'must be an object with a reason');
+  const reason = notBlank('reason', checkReason(withdrawal.reason, limits));
+  const by =
+    withdrawal.by === undefined
+      ? undefined
+      : notBlank('by', checkText('by', withdrawal.by, limits.maxKeyBytes));
+  const identity =
+    withdrawal.identity === undefined
+      ? undefined
+      : checkText('identity', withdrawal.identity, limits.maxKeyBytes);
+  return {
+    reason,
+    ...(by === undefined ? {} : { by }),
+    ...(identity === undefined ? {} : { identity }),
+  };
 }

@@ -88,11 +88,12 @@ export interface ReconcileResolution<R = unknown> extends Verdict<R> {
 }
 
 /**
- * Where a held verdict stands: `pending` until a worker runs the effect's result check on it;
- * `accepted` (it decided the key), `refused` (the check said no: the key stayed uncertain) or
- * `late` (another verdict decided the key first, or the key moved on to another attempt).
+ * Where a pending verdict stands: `pending` until a worker runs the effect's result check on it;
+ * `accepted` (it decided the key), `refused` (the check said no: the key stayed uncertain),
+ * `late` (another verdict decided the key first, or the key moved on to another attempt: read so
+ * as soon as that happened, judged or not) or `withdrawn` (taken back by a person, with why).
  */
-export type HeldVerdictState = 'pending' | 'accepted' | 'refused' | 'late';
+export type PendingVerdictState = 'pending' | 'accepted' | 'refused' | 'late' | 'withdrawn';
 
 /**
  * A verdict recorded in the store by someone who could not reach a worker (the CLI past its
@@ -100,13 +101,13 @@ export type HeldVerdictState = 'pending' | 'accepted' | 'refused' | 'late';
  * it would skip the effect's `result` check, and a caller would then be handed a result its own
  * check refuses; held, it decides the key only once a worker has checked it.
  */
-export interface HeldVerdict extends Resolution {
+export interface PendingVerdict extends Resolution {
   /** The store's id for it, increasing in the order verdicts were held. */
   id: number;
   key: Key;
   /** The attempt it judges: the key's fence when it was held (or the one it named). */
   fence: Fence;
-  state: HeldVerdictState;
+  state: PendingVerdictState;
   /** Why it was refused or late. */
   why?: string;
   at: number;
@@ -114,9 +115,27 @@ export interface HeldVerdict extends Resolution {
 }
 
 /** The answer to holding a verdict: held for a worker's check, or the key was already done (first resolution wins). */
-export type HoldOutcome =
-  | { outcome: 'held'; verdict: HeldVerdict }
+export type PendingVerdictOutcome =
+  | { outcome: 'held'; verdict: PendingVerdict }
   | { outcome: 'replayed'; applied: true; result: Result };
 
-/** A worker's judgement of a held verdict: the effect's check passed, or why not. */
+/** A worker's judgement of a pending verdict: the effect's check passed, or why not. */
 export type VerdictJudgement = { accept: true } | { accept: false; why: string };
+
+/** Which pending verdicts of a key to read, a page at a time (oldest first). */
+export interface PendingVerdictPage {
+  /** Only verdicts with a larger id (the last id of the page before). */
+  afterId?: number;
+  /** At most this many. @default 100 */
+  limit?: number;
+  /** Only the verdicts still pending on the key's current (uncertain) attempt. */
+  waiting?: boolean;
+}
+
+/** Who withdraws a pending verdict, and why (stored with it and as an event on the key). */
+export interface Withdrawal {
+  reason: string;
+  by?: string;
+  /** The client identity that sent it, beside `by` (see {@link Resolution.identity}). */
+  identity?: string;
+}

@@ -11,6 +11,8 @@ export const OUTCOMES_METRIC = 'sideeffect_outcomes';
 export const RECONCILES_OPENED_METRIC = 'sideeffect_reconciles_opened';
 /** Counter, labels `decided_by`, `verdict`: reconciles closed, by which way the verdict came and what it said. */
 export const RECONCILES_RESOLVED_METRIC = 'sideeffect_reconciles_resolved';
+/** Counter, label `effect`: pending verdicts a worker's result check refused (the key stayed uncertain). */
+export const PENDING_VERDICTS_REFUSED_METRIC = 'sideeffect_pending_verdicts_refused';
 /** Histogram (seconds): from the reconcile's start to its verdict. */
 export const TIME_TO_RESOLUTION_METRIC = 'sideeffect_time_to_resolution_seconds';
 /** Gauge: uncertain keys in the store now (set by the sweeper). */

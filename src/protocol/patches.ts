@@ -79,7 +79,7 @@ export const workflowPatches = {
   /**
    * ReconcileWorkflow runs that read the store naming their effect, so the verdicts held there
    * for a worker's check (recorded by the CLI when no worker answered in time) are judged with
-   * that effect's result check, and list the held verdicts refused among their refused verdicts.
+   * that effect's result check, and list the pending verdicts refused among their refused verdicts.
    * Histories recorded before it read the store with the key alone (the worker then judges with
    * the effect in the run's memo, if any).
    */
@@ -91,6 +91,13 @@ export const workflowPatches = {
    * histories recorded before it (none of which met a breaker) replay unchanged.
    */
   breakerPausedWait: { id: 'sideeffect-breaker-paused-wait', since: '0.3' },
+  /**
+   * ReconcileWorkflow runs that show the verdicts still pending in the store on their attempt
+   * (as a store read found them) in the `status` query and their details, so whoever decides sees
+   * them first. Taken only once a read finds one; no command follows from it (a query answer and
+   * the details are no commands), the marker only records where runs began to show them.
+   */
+  pendingVerdictsShown: { id: 'sideeffect-pending-verdicts-shown', since: '0.3' },
 } as const satisfies Record<string, { id: string; since: Minor }>;
 
 /** The name of one of the library's workflow patches (its id is {@link workflowPatches}`[name].id`). */

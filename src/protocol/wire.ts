@@ -125,11 +125,29 @@ export interface RejectedResolve {
 /**
  * What `inspectKey` answers when the ReconcileWorkflow names its effect (runs with the
  * `sideeffect-held-verdicts` patch): the verdict that stands, or null while the key is uncertain,
- * and the verdicts held in the store for a worker's check that this read refused.
+ * and the verdicts pending in the store for a worker's check that this read refused.
  */
 export interface InspectAnswer {
   verdict: Verdict | null;
   refused: Array<Pick<RejectedResolve, 'at' | 'input' | 'error'>>;
+  /** The verdicts still pending on the attempt after this read (the first few), where a worker answers it. */
+  pending?: PendingVerdictSummary[];
+}
+
+/**
+ * A verdict pending in the store for a worker's check, as the `status` query and the run's
+ * details show it: a verdict sent through the workflow meanwhile is refused until it is judged or
+ * withdrawn (`sideeffect withdraw KEY --verdict ID`), so whoever decides sees it first.
+ */
+export interface PendingVerdictSummary {
+  /** Its id, as `sideeffect show` lists it and `sideeffect withdraw --verdict` takes it. */
+  id: number;
+  at: string;
+  applied: boolean;
+  reason: string;
+  by?: string;
+  /** The attempt it judges. */
+  fence: number;
 }
 
 /** The `status` query's answer. */
@@ -147,6 +165,8 @@ export interface ReconcileStatus {
   resolution?: ReconcileResolution;
   /** How many earlier runs this wait continued as new from (0 in the first run). */
   runs?: number;
+  /** Verdicts pending in the store for a worker's check on this attempt, as of the last store read. */
+  pending?: PendingVerdictSummary[];
 }
 
 /** A workflow waiting on the key; carries the effect so a reconcile started without it (by the sweeper) can still probe. */

@@ -16,10 +16,12 @@ import {
 import {
   FenceStaleError,
   KeyConflictError,
+  MAX_PENDING_VERDICTS,
   NotUncertainError,
+  PendingVerdictsFullError,
   StaleVerdictError,
 } from '../core/errors.js';
-import type { FencedSink, ListFilter, Store, VerdictHolding } from '../core/store.js';
+import type { FencedSink, ListFilter, PendingVerdictStore, Store } from '../core/store.js';
 import type {
   Acquisition,
   Action,
@@ -37,19 +39,23 @@ import {
   checkAction,
   checkBytes,
   checkLeaseTtl,
+  checkPendingPage,
   checkPurge,
   checkReason,
   checkResolution,
   checkText,
+  checkWithdrawal,
   defaultLimits,
   type Limits,
 } from '../core/validate.js';
 import type {
-  HeldVerdict,
-  HoldOutcome,
+  PendingVerdict,
+  PendingVerdictOutcome,
+  PendingVerdictPage,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
+  Withdrawal,
 } from '../core/verdict.js';
 import { KeyedGate } from '../syncx/index.js';
 import { payloadDigest } from './digest.js';
@@ -82,14 +88,14 @@ export interface MemoryStoreOptions {
  * synchronous inside (so atomic) behind a promise. Use it in tests and
  * single-process tools; it guards nothing across processes.
  */
-export class MemoryStore implements Store, VerdictHolding, BreakerStore {
+export class MemoryStore implements Store, PendingVerdictStore, BreakerStore {
   readonly #keys = new Map<Key, KeyRow>();
   readonly #resources = new Map<string, ResourceRow>();
   readonly #events: KeyEvent[] = [];
   /** Per uncertain key: the attempt (fence) a ReconcileWorkflow was started for, and when. */
   readonly #reconcileStarts = new Map<Key, { fence: Fence; at: number }>();
   /** Verdicts held for a worker's check, in the order they were held. */
-  readonly #held: HeldVerdict[] = [];
+  readonly #pending: PendingVerdict[] = [];
   #sweepLeader: object | undefined;
   readonly #breakers = new BreakerMachine();
   readonly #now: () => number;
@@ -214,7 +220,7 @@ export class MemoryStore implements Store, VerdictHolding, BreakerStore {
     return { outcome: 'resolved', applied: false };
   }
 
-  async holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome> {
+  async addPendingVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
     checkText('key', key, this.#limits.maxKeyBytes);
     const verdict = checkResolution(resolution, this.#limits);
     const row = this.#keys.get(key);
@@ -223,8 +229,10 @@ export class MemoryStore implements Store, VerdictHolding, BreakerStore {
     if (row?.state === 'done')
       return { outcome: 'replayed', applied: true, result: copy(row.result!) };
     if (row?.state !== 'uncertain') throw new NotUncertainError(key, row?.state ?? 'unknown');
-    const held: HeldVerdict = {
-      id: this.#held.length + 1,
+    const waiting = this.#pending.filter((one) => one.key === key && this.#waiting(one));
+    if (waiting.length >= MAX_PENDING_VERDICTS) throw new PendingVerdictsFullError(key, row.fence);
+    const entry: PendingVerdict = {
+      id: this.#pending.length + 1,
       key,
       fence: row.fence,
       applied: verdict.applied,
@@ -235,18 +243,71 @@ export class MemoryStore implements Store, VerdictHolding, BreakerStore {
       state: 'pending',
       at: this.#now(),
     };
-    this.#held.push(held);
-    this.#note(row, heldReason(verdict.applied, verdict.reason), verdict.by, verdict.identity);
-    return { outcome: 'held', verdict: copyHeld(held) };
+    this.#pending.push(entry);
+    this.#note(row, pendingReason(verdict.applied, verdict.reason), verdict.by, verdict.identity);
+    return { outcome: 'held', verdict: copyPending(entry) };
   }
 
-  async heldVerdicts(key: Key): Promise<HeldVerdict[]> {
-    return this.#held.filter((verdict) => verdict.key === key).map(copyHeld);
+  async pendingVerdicts(key: Key, page?: PendingVerdictPage): Promise<PendingVerdict[]> {
+    const { afterId, limit, waiting } = checkPendingPage(page);
+    return this.#pending
+      .filter((one) => one.key === key && one.id > afterId && (!waiting || this.#waiting(one)))
+      .slice(0, limit)
+      .map((one) => this.#asItStands(one));
+  }
+
+  async pendingVerdictCounts(keys: Key[]): Promise<Map<Key, number>> {
+    const wanted = new Set(keys);
+    const counts = new Map<Key, number>();
+    for (const one of this.#pending)
+      if (wanted.has(one.key) && this.#waiting(one))
+        counts.set(one.key, (counts.get(one.key) ?? 0) + 1);
+    return counts;
+  }
+
+  async withdrawPendingVerdict(
+    key: Key,
+    id: number,
+    withdrawal: Withdrawal,
+  ): Promise<{ withdrawn: boolean; verdict: PendingVerdict } | undefined> {
+    const { reason, by, identity } = checkWithdrawal(withdrawal, this.#limits);
+    const entry = this.#pending[id - 1];
+    if (entry === undefined || entry.key !== key) return undefined;
+    if (entry.state !== 'pending') return { withdrawn: false, verdict: copyPending(entry) };
+    const who = by ?? 'withdraw';
+    entry.state = 'withdrawn';
+    entry.why = `withdrawn by ${who}: ${reason}`;
+    entry.judgedAt = this.#now();
+    const row = this.#keys.get(key);
+    if (row) this.#note(row, `pending verdict #${id} withdrawn: ${reason}`, who, identity);
+    return { withdrawn: true, verdict: copyPending(entry) };
+  }
+
+  /** Whether a verdict still waits for a check on its key's current, uncertain attempt. */
+  #waiting(entry: PendingVerdict): boolean {
+    const row = this.#keys.get(entry.key);
+    return entry.state === 'pending' && row?.state === 'uncertain' && row.fence === entry.fence;
+  }
+
+  /** A copy, read `late` (with why) when it is still pending but its key was decided or moved on. */
+  #asItStands(entry: PendingVerdict): PendingVerdict {
+    if (entry.state !== 'pending' || this.#waiting(entry)) return copyPending(entry);
+    return { ...copyPending(entry), state: 'late', why: lateWhy(entry, this.#keys.get(entry.key)) };
+  }
+
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link MemoryStore.addPendingVerdict}; the same operation. */
+  holdVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
+    return this.addPendingVerdict(key, resolution);
+  }
+
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link MemoryStore.pendingVerdicts}; the same operation. */
+  heldVerdicts(key: Key): Promise<PendingVerdict[]> {
+    return this.pendingVerdicts(key);
   }
 
   async pendingVerdictKeys(limit: number): Promise<Key[]> {
     const keys: Key[] = [];
-    for (const verdict of this.#held) {
+    for (const verdict of this.#pending) {
       if (keys.length >= limit) break;
       const row = this.#keys.get(verdict.key);
       if (verdict.state !== 'pending' || row?.state !== 'uncertain' || row.fence !== verdict.fence)
@@ -256,32 +317,32 @@ export class MemoryStore implements Store, VerdictHolding, BreakerStore {
     return keys;
   }
 
-  async judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined> {
-    const held = this.#held[id - 1];
-    if (held === undefined) return undefined;
-    if (held.state !== 'pending') return copyHeld(held);
-    const row = this.#keys.get(held.key);
-    if (row?.state !== 'uncertain' || row.fence !== held.fence) {
-      held.state = 'late';
-      held.why = lateWhy(held, row);
+  async judgeVerdict(id: number, judgement: VerdictJudgement): Promise<PendingVerdict | undefined> {
+    const entry = this.#pending[id - 1];
+    if (entry === undefined) return undefined;
+    if (entry.state !== 'pending') return copyPending(entry);
+    const row = this.#keys.get(entry.key);
+    if (row?.state !== 'uncertain' || row.fence !== entry.fence) {
+      entry.state = 'late';
+      entry.why = lateWhy(entry, row);
     } else if (judgement.accept) {
-      await this.resolveUncertain(held.key, {
-        applied: held.applied,
-        reason: held.reason,
-        fence: held.fence,
-        ...(held.applied ? { result: held.result! } : {}),
-        ...(held.by === undefined ? {} : { by: held.by }),
-        ...(held.identity === undefined ? {} : { identity: held.identity }),
+      await this.resolveUncertain(entry.key, {
+        applied: entry.applied,
+        reason: entry.reason,
+        fence: entry.fence,
+        ...(entry.applied ? { result: entry.result! } : {}),
+        ...(entry.by === undefined ? {} : { by: entry.by }),
+        ...(entry.identity === undefined ? {} : { identity: entry.identity }),
       });
-      held.state = 'accepted';
+      entry.state = 'accepted';
     } else {
       const why = checkReason(judgement.why, this.#limits);
-      held.state = 'refused';
-      held.why = why;
-      this.#note(row, `verdict refused: ${why}`, held.by, held.identity);
+      entry.state = 'refused';
+      entry.why = why;
+      this.#note(row, `verdict refused: ${why}`, entry.by, entry.identity);
     }
-    held.judgedAt = this.#now();
-    return copyHeld(held);
+    entry.judgedAt = this.#now();
+    return copyPending(entry);
   }
 
   async sweep(): Promise<SweepReport> {
@@ -334,8 +395,8 @@ export class MemoryStore implements Store, VerdictHolding, BreakerStore {
     }
     const kept = this.#events.filter((event) => this.#keys.has(event.key));
     this.#events.splice(0, this.#events.length, ...kept);
-    const held = this.#held.filter((verdict) => this.#keys.has(verdict.key));
-    this.#held.splice(0, this.#held.length, ...held);
+    const entry = this.#pending.filter((verdict) => this.#keys.has(verdict.key));
+    this.#pending.splice(0, this.#pending.length, ...entry);
     return purged;
   }
 
@@ -467,18 +528,18 @@ function copy(result: Result): Result {
   return { payload: new Uint8Array(result.payload) };
 }
 
-function copyHeld(verdict: HeldVerdict): HeldVerdict {
+function copyPending(verdict: PendingVerdict): PendingVerdict {
   return verdict.result ? { ...verdict, result: copy(verdict.result) } : { ...verdict };
 }
 
-/** The event text of a held verdict; the same words as the Postgres store's. */
-function heldReason(applied: boolean, reason: string): string {
-  return `verdict held until a worker checks it (${applied ? 'applied' : 'not applied'}): ${reason}`;
+/** The event text of a pending verdict; the same words as the Postgres store's. */
+function pendingReason(applied: boolean, reason: string): string {
+  return `verdict pending until a worker checks it (${applied ? 'applied' : 'not applied'}): ${reason}`;
 }
 
-/** Why a held verdict can no longer decide its key; the same words as the Postgres store's. */
-function lateWhy(held: HeldVerdict, row: KeyRow | undefined): string {
-  if (row !== undefined && row.fence !== held.fence)
+/** Why a pending verdict can no longer decide its key; the same words as the Postgres store's. */
+function lateWhy(entry: PendingVerdict, row: KeyRow | undefined): string {
+  if (row !== undefined && row.fence !== entry.fence)
     return `the key moved on to attempt (fence) ${row.fence}`;
   return `the key was decided before this verdict was checked (state: ${row?.state ?? 'unknown'})`;
 }

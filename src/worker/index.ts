@@ -11,7 +11,12 @@ import { type ClusterOptions, clusterSettings } from './cluster.js';
 import { SideEffectPlugin, type SideEffectPluginOptions } from './plugin.js';
 
 export { type ClusterOptions, type ClusterSettings, clusterSettings } from './cluster.js';
-export { defaultWorkflowsPath, SideEffectPlugin, type SideEffectPluginOptions } from './plugin.js';
+export {
+  defaultWorkflowsPath,
+  encodedFailureConverterPath,
+  SideEffectPlugin,
+  type SideEffectPluginOptions,
+} from './plugin.js';
 export { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
 
 /**

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import {
@@ -49,8 +49,14 @@ export const defaultWorkflowsPath: string = (() => {
     : fileURLToPath(new URL('../workflows/index.js', import.meta.url));
 })();
 
-/** The module of the failure converter that encodes messages and stack traces, as source or compiled. */
-const encodedFailuresPath: string = (() => {
+/**
+ * The module of the failure converter that encodes failure messages and stack traces, as source
+ * or compiled: pass it as `failureConverterPath` to a `bundleWorkflowCode` whose bundle runs
+ * under a payload codec. The plugin gives it to a Worker that bundles its workflows itself; a
+ * bundle built ahead of time without it writes failure texts (an apply error quoting a card
+ * number) into the history in plain text, and Worker.create warns.
+ */
+export const encodedFailureConverterPath: string = (() => {
   const source = fileURLToPath(new URL('./encoded-failures.ts', import.meta.url));
   return existsSync(source)
     ? source
@@ -214,6 +220,7 @@ export class SideEffectPlugin implements WorkerPlugin {
     const wrongBundle =
       options.workflowBundle && bundleCompatibilityError(options.workflowBundle, compatibleWith);
     if (wrongBundle) throw wrongBundle;
+    warnPlainFailures(options);
     const activities = createSideEffectActivities({
       ...activityOptions,
       client,
@@ -385,8 +392,28 @@ function workflowOptions(
 function encodedFailures(options: WorkerOptions): Partial<WorkerOptions> {
   const converter = options.dataConverter;
   if ((converter?.payloadCodecs?.length ?? 0) === 0 || converter?.failureConverterPath) return {};
-  return { dataConverter: { ...converter, failureConverterPath: encodedFailuresPath } };
+  return { dataConverter: { ...converter, failureConverterPath: encodedFailureConverterPath } };
 }
+
+/**
+ * A bundle built ahead of time without the encoding failure converter, run under a payload codec,
+ * writes what its workflow code fails with (an effect's error, a refused verdict) into the
+ * history as plain text beside the encrypted payloads, with nothing said: warned here, at
+ * Worker.create. Found by the converter's module in the bundle, which webpack names by its path.
+ */
+function warnPlainFailures(options: WorkerOptions): void {
+  const bundle = options.workflowBundle;
+  if (!bundle || (options.dataConverter?.payloadCodecs?.length ?? 0) === 0) return;
+  const code = 'code' in bundle ? bundle.code : readFileSync(bundle.codePath, 'utf8');
+  if (code.includes(ENCODED_FAILURES_MODULE)) return;
+  Runtime.instance().logger.warn(
+    "sideeffect: the Worker's workflowBundle was built without the failure converter that encodes failure texts, but the Worker encodes payloads with codecs: failures raised in workflow code (an effect's error, a refused verdict) reach the history in plain text. Build the bundle with `bundleWorkflowCode({ workflowsPath, failureConverterPath: encodedFailureConverterPath, plugins: [plugin] })` (`encodedFailureConverterPath` from 'sideeffect/worker'), or let the Worker bundle workflowsPath",
+    { sdkComponent: 'worker' },
+  );
+}
+
+/** The name webpack gives the encoding failure converter's module in a bundle that carries it. */
+const ENCODED_FAILURES_MODULE = 'encoded-failures.';
 
 /**
  * A prebuilt bundle is checked by replaying one ReconcileWorkflow start, started here and

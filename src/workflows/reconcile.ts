@@ -23,6 +23,7 @@ import {
   legacyActivityNames,
   legacyProbeActivityName,
   libraryActivityNames,
+  type PendingVerdictSummary,
   probeActivityName,
   type ReconcileCarried,
   type ReconcileInput,
@@ -39,8 +40,8 @@ import {
   subscribeSignal,
   type Verdict,
 } from '../protocol/wire.js';
-import { readStore } from './held-verdicts.js';
 import { holds, takePatch } from './patch.js';
+import { pendingDetails } from './pending-details.js';
 import {
   carries,
   notifySubscribers,
@@ -65,6 +66,7 @@ import {
   STATUS_QUERY_DESCRIPTION,
   SUBSCRIBE_SIGNAL_DESCRIPTION,
 } from './reconcile-input.js';
+import { readStore } from './store-read.js';
 
 const HOUR = 60 * 60 * 1000;
 /**
@@ -155,6 +157,21 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   const keep = (rejectedResolve: RejectedResolve): void => {
     rejected.push(rejectedResolve);
     if (rejected.length > MAX_REJECTED) rejected.shift();
+  };
+  // Verdicts pending in the store on this attempt, as the last store read found them.
+  let pendingShown: PendingVerdictSummary[] = [];
+  let details = '';
+  const showPending = (waiting: PendingVerdictSummary[]): void => {
+    if (waiting.length === 0 && pendingShown.length === 0) return;
+    if (!takePatch('pendingVerdictsShown')) return;
+    pendingShown = waiting;
+    setCurrentDetails(
+      waiting.length === 0
+        ? details
+        : `${details}
+
+${pendingDetails(key, waiting)}`,
+    );
   };
   const refuse = (raw: unknown, error: string, signal?: string): void => {
     rejected.push({
@@ -266,6 +283,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       if (effect) status.effect = effect;
       if (input.fence !== undefined) status.fence = input.fence;
       if (resolution) status.resolution = resolution;
+      if (pendingShown.length > 0) status.pending = [...pendingShown];
       return status;
     },
     { description: STATUS_QUERY_DESCRIPTION },
@@ -281,9 +299,13 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     ]);
   }
   // A run that refuses a fenced signal offers a template without one.
-  setCurrentDetails(
-    waitingDetails(key, resource, reason, holds('resolveSignalFence') ? undefined : input.fence),
+  details = waitingDetails(
+    key,
+    resource,
+    reason,
+    holds('resolveSignalFence') ? undefined : input.fence,
   );
+  setCurrentDetails(details);
   // Once per uncertain attempt, not again after a continue-as-new.
   if (workflowInfo().continuedFromExecutionRunId === undefined)
     metricMeter
@@ -296,7 +318,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
 
   // A continued run of a memo-only reconcile: the attributes may have been registered meanwhile.
   if (carried) await upsertLateSearchAttributes(key, resource);
-  const settled = await readStore(store.inspectKey, key, knownEffect, keep);
+  const settled = await readStore(store.inspectKey, key, knownEffect, keep, showPending);
   if (settled) {
     resolution = { key, ...settled, reason: 'already decided in the store', decidedBy: 'store' };
   }
@@ -366,7 +388,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       const due = storeReadAt === undefined || Date.now() - storeReadAt >= MIN_STORE_RECHECK_MS;
       if ((asked || due) && takePatch('reconcileRecheckStore')) {
         storeReadAt = Date.now();
-        const decided = await readStore(store.inspectKey, key, knownEffect, keep);
+        const decided = await readStore(store.inspectKey, key, knownEffect, keep, showPending);
         if (decided) {
           resolution = { key, ...decided, reason: 'decided in the store', decidedBy: 'store' };
           continue;

@@ -34,6 +34,7 @@ describe('sideeffect command line', () => {
     expect(parseCommand(['show', 'wf-1/charge'])).toEqual({
       name: 'show',
       key: 'wf-1/charge',
+      afterId: 0,
     });
     expect(
       parseCommand(

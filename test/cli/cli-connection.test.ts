@@ -68,12 +68,24 @@ describe('Postgres refuses the CLI: exit 2, naming host, database and user', () 
     expect(run.error?.message).toMatch(/SQLSTATE 3D000.*check the database name/);
   });
 
-  it('a user without privileges on the schema (42501)', async () => {
-    const run = await cli(['show', 'some-key'], urlAs(role));
-    expect(run.code, run.stderr).toBe(2);
-    expect(run.error?.message).toContain(target(testDatabase, role));
-    expect(run.error?.message).toMatch(/SQLSTATE 42501.*--print-grants ROLE --kind runtime/);
-  });
+  it.each([
+    [['show', 'some-key'], 'readonly'],
+    [
+      ['resolve', 'some-key', '--fence', '1', '--not-applied', '--reason', 'x', '--store-only'],
+      'operator',
+    ],
+    [['withdraw', 'some-key', '--verdict', '1', '--reason', 'x'], 'operator'],
+  ])(
+    'a user without privileges on the schema (42501): %s advises --kind %s',
+    async (args, kind) => {
+      const run = await cli(args, urlAs(role));
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.error?.message).toContain(target(testDatabase, role));
+      expect(run.error?.message).toMatch(
+        new RegExp(`SQLSTATE 42501.*--print-grants ROLE --kind ${kind}`),
+      );
+    },
+  );
 
   it('migrate as a user without privileges (42501)', async () => {
     const run = await cli(['migrate'], urlAs(role));

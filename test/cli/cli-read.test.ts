@@ -55,18 +55,20 @@ describe('sideeffect list and show against Postgres', () => {
     expect(missing.stderr).toMatch(/no key "nope"/);
   });
 
-  it('bad arguments: a clear message, the help, exit code 2, nothing touched', async () => {
+  it('bad arguments: the reason and a one-line pointer to the help, exit code 2, nothing touched', async () => {
     const before = await fx.store.list({ limit: 1000 });
-    for (const args of [
-      ['frobnicate'],
-      ['resolve', 'k', '--applied'],
-      ['list', '--state', 'bogus'],
-      ['purge', '--older-than', 'soon'],
-    ]) {
-      const ran = await cli(args);
+    for (const [args, pointer] of [
+      [['frobnicate'], 'see: sideeffect help'],
+      [['resolve', 'k', '--applied'], 'see: sideeffect help resolve'],
+      [['list', '--state', 'bogus'], 'see: sideeffect help list'],
+      [['purge', '--older-than', 'soon'], 'see: sideeffect help purge'],
+    ] as const) {
+      const ran = await cli([...args]);
       expect(ran.code, args.join(' ')).toBe(2);
       expect(ran.stderr).toMatch(/^sideeffect: /);
-      expect(ran.stderr).toMatch(/Usage: sideeffect/);
+      // The reason stays on screen: two lines, not the 50 of the usage text.
+      expect(ran.stderr.trimEnd().split('\n')).toEqual([expect.any(String), pointer]);
+      expect(ran.stderr).not.toMatch(/Usage: sideeffect/);
     }
     expect(await fx.store.list({ limit: 1000 })).toEqual(before);
   });

@@ -1,6 +1,6 @@
 /**
  * `sideeffect resolve` where no ReconcileWorkflow waits (`--store-only` for keys no worker serves,
- * else held for a worker's check), its
+ * else pending for a worker's check), its
  * refusals (not uncertain, an earlier attempt's fence), --dry-run, --from-file, every JSON error's
  * code, and a Temporal that does not answer. Shared setup: fixture.ts.
  */
@@ -217,7 +217,7 @@ describe('sideeffect resolve through the store', () => {
     ).toMatch(/already decided by ann: not applied/);
   });
 
-  it('resolve when Temporal does not answer: held in the store for a worker, exit 3, and says what happens next', async () => {
+  it('resolve when Temporal does not answer: pending in the store for a worker, exit 3, and says what happens next', async () => {
     const { key } = await uncertainKey();
     const ran = await cli([
       'resolve',
@@ -231,17 +231,17 @@ describe('sideeffect resolve through the store', () => {
     ]);
     expect(ran.code).toBe(3);
     expect(ran.stderr).toMatch(
-      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; holding the verdict in the store/,
+      /Temporal at 127.0.0.1:1 \(namespace default\) does not answer; recording the verdict in the store as a pending verdict/,
     );
     expect(ran.stdout).toMatch(/pending verdict #\d+ and decides nothing yet/);
     expect(ran.stdout).toContain(`sideeffect show ${key}`);
     // Not decided until a worker has checked it.
     expect((await fx.store.inspect(key))?.state).toBe('uncertain');
-    expect(await fx.store.heldVerdicts(key)).toMatchObject([
+    expect(await fx.store.pendingVerdicts(key)).toMatchObject([
       { applied: false, reason: 'not in the ledger', state: 'pending' },
     ]);
     const shown = await cli(['show', key, '-o', 'json']);
-    expect(JSON.parse(shown.stdout).heldVerdicts).toMatchObject([{ state: 'pending' }]);
+    expect(JSON.parse(shown.stdout).pendingVerdicts).toMatchObject([{ state: 'pending' }]);
 
     // --profile reads the temporal CLI's profile file, as `temporal --profile` does.
     const again = await uncertainKey();

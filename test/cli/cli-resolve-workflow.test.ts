@@ -266,7 +266,7 @@ describe('sideeffect resolve racing the UI signal', () => {
       const report = JSON.parse(ran.stdout);
       expect(report).toMatchObject({ won: false, pending: true, timedOut: true, applied: false });
       expect(report.message).toMatch(/did not answer within 2s/);
-      expect(report.message).toMatch(/held in the store as pending verdict #\d+/);
+      expect(report.message).toMatch(/recorded in the store as pending verdict #\d+/);
       expect(report.message).toMatch(/--name recheck/);
       expect(ran.stderr).toMatch(/did not answer within 2s/);
       expect((await fx.store.inspect(key))?.state).toBe('uncertain');
@@ -299,7 +299,7 @@ describe('sideeffect resolve racing the UI signal', () => {
       expect(
         (await fx.store.events(key)).filter((e) => e.from === 'uncertain' && e.to !== 'uncertain'),
       ).toHaveLength(1);
-      expect((await fx.store.heldVerdicts(key)).map((v) => v.state)).toEqual(['accepted']);
+      expect((await fx.store.pendingVerdicts(key)).map((v) => v.state)).toEqual(['accepted']);
     } finally {
       await handle.terminate('test finished').catch(() => {});
     }

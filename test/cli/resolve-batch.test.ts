@@ -69,10 +69,10 @@ afterAll(async () => {
 });
 
 describe('sideeffect resolve --from-file', () => {
-  it('500 verdicts: decided through workflows, held for a worker, already decided, refused, one raced by a UI signal', async () => {
+  it('500 verdicts: decided through workflows, pending for a worker, already decided, refused, one raced by a UI signal', async () => {
     const lines: Array<Record<string, unknown>> = [];
     const viaWorkflow: string[] = [];
-    // 440 uncertain keys with nobody reconciling them: held in the store for a worker's check.
+    // 440 uncertain keys with nobody reconciling them: pending in the store for a worker's check.
     for (let i = 0; i < 440; i++) {
       const key = `file-store-${i}/charge`;
       await uncertain(key, `card:${i % 20}`);
@@ -150,7 +150,7 @@ describe('sideeffect resolve --from-file', () => {
       cli(['resolve', '--any-attempt', '--from-file', file, '--by', 'ops-batch', '--json']),
       harness.reconcile(raced).signal(resolveSignal, uiVerdict),
     ]);
-    // Held verdicts decide nothing yet: exit 3, as when Temporal does not answer.
+    // Pending verdicts decide nothing yet: exit 3, as when Temporal does not answer.
     expect(run.code, run.stderr).toBe(3);
     const report = JSON.parse(run.stdout);
     expect(report.pending.map((entry: { key: string }) => entry.key).sort()).toEqual(
@@ -180,7 +180,7 @@ describe('sideeffect resolve --from-file', () => {
     // The store holds each of those lines' verdict, by its author, pending a worker's check.
     for (const line of lines.slice(0, 440)) {
       const record = await store.inspect(line.key as string);
-      const [held] = await store.heldVerdicts(line.key as string);
+      const [held] = await store.pendingVerdicts(line.key as string);
       expect(record?.state).toBe('uncertain');
       expect(held).toMatchObject({
         state: 'pending',
@@ -215,7 +215,7 @@ describe('sideeffect resolve --from-file', () => {
     for (const key of refusedKeys)
       expect((await store.inspect(key))?.state ?? 'absent').not.toBe('done');
 
-    // Run again: every verdict is already decided, refused or (still no worker) held again.
+    // Run again: every verdict is already decided, refused or (still no worker) pending again.
     const again = JSON.parse(
       (await cli(['resolve', '--any-attempt', '--from-file', file, '--json'])).stdout,
     );
@@ -223,7 +223,7 @@ describe('sideeffect resolve --from-file', () => {
     expect(again.pending).toHaveLength(440);
     expect(again.alreadyDecided.length + again.refused.length).toBe(60);
     for (const line of lines.slice(0, 440))
-      expect((await store.heldVerdicts(line.key as string)).map((v) => v.state)).toEqual([
+      expect((await store.pendingVerdicts(line.key as string)).map((v) => v.state)).toEqual([
         'pending',
         'pending',
       ]);

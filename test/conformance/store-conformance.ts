@@ -5,14 +5,16 @@ import {
   InvalidActionError,
   KeyConflictError,
   type Lease,
+  MAX_PENDING_VERDICTS,
   NotAppliedError,
   NotUncertainError,
+  PendingVerdictsFullError,
   type RetrySafety,
   Runner,
   StaleVerdictError,
   type Store,
 } from '../../src/core/index.js';
-import { holdsVerdicts, type SweepCoordination } from '../../src/core/store.js';
+import { keepsPendingVerdicts, type SweepCoordination } from '../../src/core/store.js';
 import { MemoryFencedSink } from '../../src/store/memory.js';
 import { bytes, text } from '../support/bytes.js';
 
@@ -681,17 +683,17 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
       });
     });
 
-    describe('held verdicts (checked by a worker before they decide)', () => {
+    describe('pending verdicts (checked by a worker before they decide)', () => {
       async function uncertain(): Promise<Action> {
         const a = action();
         await store.markUncertain(a, await grant(a), 'response lost');
         return a;
       }
 
-      it('a held verdict leaves the key uncertain until it is judged; accepted, it decides', async () => {
-        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+      it('a pending verdict leaves the key uncertain until it is judged; accepted, it decides', async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
         const a = await uncertain();
-        const held = await store.holdVerdict(a.key, {
+        const held = await store.addPendingVerdict(a.key, {
           applied: true,
           result: { payload: bytes('{"chargeId":"ch_1"}') },
           reason: 'seen at the bank',
@@ -736,15 +738,18 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
       });
 
       it('refused, the key stays uncertain, visibly; the next verdict may still decide it', async () => {
-        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
         const a = await uncertain();
-        const first = await store.holdVerdict(a.key, {
+        const first = await store.addPendingVerdict(a.key, {
           applied: true,
           result: { payload: bytes('{"chargeId":42}') },
           reason: 'typo',
           by: 'bob',
         });
-        const second = await store.holdVerdict(a.key, { applied: false, reason: 'not there' });
+        const second = await store.addPendingVerdict(a.key, {
+          applied: false,
+          reason: 'not there',
+        });
         if (first.outcome !== 'held' || second.outcome !== 'held') throw new Error('not held');
         expect(second.verdict.id).toBeGreaterThan(first.verdict.id);
         expect(
@@ -765,16 +770,16 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
           state: 'accepted',
         });
         expect((await store.inspect(a.key))?.state).toBe('free');
-        expect((await store.heldVerdicts(a.key)).map((v) => v.state)).toEqual([
+        expect((await store.pendingVerdicts(a.key)).map((v) => v.state)).toEqual([
           'refused',
           'accepted',
         ]);
       });
 
       it('first resolution wins: a verdict held before another decided becomes late, never a second decision', async () => {
-        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
         const a = await uncertain();
-        const held = await store.holdVerdict(a.key, { applied: false, reason: 'not there' });
+        const held = await store.addPendingVerdict(a.key, { applied: false, reason: 'not there' });
         if (held.outcome !== 'held') throw new Error('not held');
         await store.resolveUncertain(a.key, {
           applied: true,
@@ -787,18 +792,18 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         });
         expect(text((await store.inspect(a.key))!.result!.payload)).toBe('1');
         // A done key is answered with what stands; nothing is held.
-        expect(await store.holdVerdict(a.key, { applied: false, reason: 'again' })).toEqual({
+        expect(await store.addPendingVerdict(a.key, { applied: false, reason: 'again' })).toEqual({
           outcome: 'replayed',
           applied: true,
           result: { payload: bytes('1') },
         });
-        expect(await store.heldVerdicts(a.key)).toHaveLength(1);
+        expect(await store.pendingVerdicts(a.key)).toHaveLength(1);
       });
 
-      it('a held verdict judges its own attempt only; refusals as resolveUncertain', async () => {
-        if (!holdsVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+      it('a pending verdict judges its own attempt only; refusals as resolveUncertain', async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
         const a = await uncertain();
-        const held = await store.holdVerdict(a.key, { applied: false, reason: 'checked 1' });
+        const held = await store.addPendingVerdict(a.key, { applied: false, reason: 'checked 1' });
         if (held.outcome !== 'held') throw new Error('not held');
         await store.resolveUncertain(a.key, { applied: false, reason: 'through the workflow' });
         await store.markUncertain(a, await grant(a), 'lost again');
@@ -809,20 +814,117 @@ export function describeStoreConformance(name: string, factory: StoreFactory): v
         });
         expect((await store.inspect(a.key))?.state).toBe('uncertain');
         await expect(
-          store.holdVerdict(a.key, { applied: false, reason: 'old', fence: 1 }),
+          store.addPendingVerdict(a.key, { applied: false, reason: 'old', fence: 1 }),
         ).rejects.toBeInstanceOf(StaleVerdictError);
         const b = action();
         await grant(b);
         await expect(
-          store.holdVerdict(b.key, { applied: false, reason: 'x' }),
+          store.addPendingVerdict(b.key, { applied: false, reason: 'x' }),
         ).rejects.toBeInstanceOf(NotUncertainError);
         await expect(
-          store.holdVerdict('never-seen', { applied: false, reason: 'x' }),
+          store.addPendingVerdict('never-seen', { applied: false, reason: 'x' }),
         ).rejects.toBeInstanceOf(NotUncertainError);
         await expect(
-          store.holdVerdict(a.key, { applied: false, reason: ' ' }),
+          store.addPendingVerdict(a.key, { applied: false, reason: ' ' }),
         ).rejects.toBeInstanceOf(InvalidActionError);
         expect(await store.judgeVerdict(987_654_321, { accept: true })).toBeUndefined();
+      });
+
+      it('overtaken, a verdict still pending reads late at once, never pending on a decided key', async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const held = await store.addPendingVerdict(a.key, {
+          applied: true,
+          result: { payload: bytes('{"chargeId":"ch_1"}') },
+          reason: 'no worker knows this effect',
+        });
+        if (held.outcome !== 'held') throw new Error('not held');
+        expect(await store.pendingVerdictCounts([a.key, 'never-seen'])).toEqual(
+          new Map([[a.key, 1]]),
+        );
+        await store.resolveUncertain(a.key, { applied: false, reason: 'through the workflow' });
+        expect(await store.pendingVerdicts(a.key)).toEqual([
+          expect.objectContaining({
+            state: 'late',
+            why: expect.stringContaining('decided before'),
+          }),
+        ]);
+        expect(await store.pendingVerdicts(a.key, { waiting: true })).toEqual([]);
+        expect(await store.pendingVerdictCounts([a.key])).toEqual(new Map());
+      });
+
+      it('withdrawn by a person, with who and why: never judged, and an event says so', async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const held = await store.addPendingVerdict(a.key, { applied: false, reason: 'checked 1' });
+        if (held.outcome !== 'held') throw new Error('not held');
+        const id = held.verdict.id;
+        expect(
+          await store.withdrawPendingVerdict('another-key', id, { reason: 'x' }),
+        ).toBeUndefined();
+        await expect(
+          store.withdrawPendingVerdict(a.key, id, { reason: ' ' }),
+        ).rejects.toBeInstanceOf(InvalidActionError);
+        const withdrawn = await store.withdrawPendingVerdict(a.key, id, {
+          reason: 'carol found the charge',
+          by: 'carol',
+          identity: 'cli@host',
+        });
+        expect(withdrawn).toMatchObject({
+          withdrawn: true,
+          verdict: { id, state: 'withdrawn', why: 'withdrawn by carol: carol found the charge' },
+        });
+        expect(
+          await store.withdrawPendingVerdict(a.key, id, { reason: 'again', by: 'dave' }),
+        ).toMatchObject({
+          withdrawn: false,
+          verdict: { state: 'withdrawn', why: expect.stringContaining('carol') },
+        });
+        expect((await store.events(a.key)).at(-1)).toMatchObject({
+          from: 'uncertain',
+          to: 'uncertain',
+          by: 'carol',
+          identity: 'cli@host',
+          reason: expect.stringContaining(`#${id} withdrawn`),
+        });
+        expect(await store.judgeVerdict(id, { accept: true })).toMatchObject({
+          state: 'withdrawn',
+        });
+        expect((await store.inspect(a.key))?.state).toBe('uncertain');
+        expect(await store.pendingVerdictKeys(1000)).not.toContain(a.key);
+      });
+
+      it(`at most ${MAX_PENDING_VERDICTS} pending per attempt: the next is refused, nothing written; read a page at a time`, async () => {
+        if (!keepsPendingVerdicts(store)) throw new Error('both bundled stores hold verdicts');
+        const a = await uncertain();
+        const ids: number[] = [];
+        for (let i = 0; i < MAX_PENDING_VERDICTS; i++) {
+          const held = await store.addPendingVerdict(a.key, { applied: false, reason: `v${i}` });
+          if (held.outcome !== 'held') throw new Error('not held');
+          ids.push(held.verdict.id);
+        }
+        const events = (await store.events(a.key)).length;
+        const full = await store
+          .addPendingVerdict(a.key, { applied: false, reason: 'one more' })
+          .then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+        expect(full).toBeInstanceOf(PendingVerdictsFullError);
+        expect(full).toMatchObject({ code: 'PENDING_VERDICTS_FULL', key: a.key, fence: 1 });
+        expect((await store.events(a.key)).length).toBe(events);
+        const first = await store.pendingVerdicts(a.key, { limit: 30 });
+        expect(first.map((v) => v.id)).toEqual(ids.slice(0, 30));
+        const next = await store.pendingVerdicts(a.key, { afterId: first.at(-1)!.id, limit: 30 });
+        expect(next.map((v) => v.id)).toEqual(ids.slice(30, 60));
+        await expect(store.pendingVerdicts(a.key, { limit: 1001 })).rejects.toBeInstanceOf(
+          InvalidActionError,
+        );
+        // Withdrawn, one makes room again.
+        await store.withdrawPendingVerdict(a.key, ids[0]!, { reason: 'duplicate' });
+        expect(
+          await store.addPendingVerdict(a.key, { applied: false, reason: 'fits' }),
+        ).toMatchObject({ outcome: 'held' });
       });
     });
 

@@ -36,7 +36,7 @@ describe('docs/troubleshooting.md covers the first mistakes', () => {
     [
       'Temporal down while resolving',
       'src/cli/commands/resolve/deliver.ts',
-      'held in the store as pending verdict',
+      'recorded in the store as pending verdict',
     ],
     ['the calling workflow never resumes', undefined, 'the calling workflow stays Running'],
     ['a codec server request without its token', 'src/cli/codec-server.ts', 'UNAUTHORIZED'],
@@ -55,7 +55,7 @@ describe('docs/troubleshooting.md covers the first mistakes', () => {
   });
 
   it('a resolve in the wrong namespace: what it prints has its entry', async () => {
-    // No ReconcileWorkflow found (another namespace, or no client): the verdict is held.
+    // No ReconcileWorkflow found (another namespace, or no client): the verdict is pending.
     const store = new MemoryStore();
     const runner = new Runner(store, { ttlMs: 30_000 });
     const execution = await runner.execute({ key: 'order-1/pay', resource: 'card' }, async () => {
@@ -68,9 +68,9 @@ describe('docs/troubleshooting.md covers the first mistakes', () => {
       key: 'order-1/pay',
       input: { applied: false, reason: 'not in the dashboard', by: 'test' },
     });
-    expect(message).toMatch(/your verdict is held in the store as pending verdict #\d+/);
-    expect(entry('held in the store as pending verdict')).toBeDefined();
-    const section = read('docs/troubleshooting.md').split('### "your verdict is held')[1]!;
+    expect(message).toMatch(/your verdict is recorded in the store as pending verdict #\d+/);
+    expect(entry('recorded in the store as pending verdict')).toBeDefined();
+    const section = read('docs/troubleshooting.md').split('### "your verdict is recorded')[1]!;
     expect(section.slice(0, section.indexOf('\n### '))).toMatch(/--namespace/);
   });
 });

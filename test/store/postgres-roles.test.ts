@@ -176,9 +176,9 @@ describe('docs/database-roles.md, run as written', () => {
       // No Temporal: the verdict is held in the store for a worker's check (through
       // hold_verdict), and exit 3 says no workflow was told.
       expect(resolved).toMatchObject({ code: 3 });
-      expect(resolved.stderr).toContain('holding the verdict in the store');
+      expect(resolved.stderr).toContain('recording the verdict in the store as a pending verdict');
       expect((await store.inspect('lost'))?.state).toBe('uncertain');
-      expect((await store.heldVerdicts('lost')).map((v) => v.state)).toEqual(['pending']);
+      expect((await store.pendingVerdicts('lost')).map((v) => v.state)).toEqual(['pending']);
       // A key no worker serves: decided in the store at once, through resolve_uncertain.
       const direct = await runCli(
         [

@@ -11,12 +11,12 @@ import {
   type WorkflowHandle,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleWorkflowCode, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { InvalidActionError } from '../../src/core/errors.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
-import { SideEffectPlugin } from '../../src/worker/index.js';
+import { encodedFailureConverterPath, SideEffectPlugin } from '../../src/worker/index.js';
 import {
   reconcileWorkflowId,
   resolveUpdate,
@@ -162,8 +162,10 @@ describe('a Worker with an encryption codec', () => {
         ],
         env,
       );
-      expect(blind.code).toBe(3);
-      expect(blind.stderr).toContain(ENCRYPTED);
+      // A configuration to fix (exit 2), said as such: not "unreachable" (exit 3).
+      expect(blind.code, blind.stderr).toBe(2);
+      expect(blind.stderr).toContain(`encoded as ${ENCRYPTED}`);
+      expect(blind.stderr).toContain('--data-converter MODULE');
       expect((await store.inspect(key))?.state).toBe('uncertain');
 
       const cli = await runCli(
@@ -266,6 +268,44 @@ describe('a Worker with an encryption codec', () => {
       }
     });
   });
+
+  it('warns at Worker.create when a bundle built without the encoding failure converter runs under a codec', async () => {
+    const warn = vi.spyOn(Runtime.instance().logger, 'warn');
+    const create = async (workflowBundle: { code: string }) => {
+      const worker = await Worker.create({
+        connection: native,
+        namespace: TEMPORAL_NAMESPACE,
+        taskQueue: uniqueTaskQueue('codec-bundle'),
+        workflowBundle,
+        dataConverter,
+        plugins: [
+          new SideEffectPlugin({
+            store: new PgStore({ pool: db.pool, schema: db.schema }),
+            effects: { lost },
+            ttlMs: 2_000,
+            sweepEveryMs: 0,
+          }),
+        ],
+      });
+      await worker.runUntil(async () => {});
+    };
+    const plainTexts = expect.stringContaining('reach the history in plain text');
+    try {
+      // Built ahead of time without the plugin's failure converter.
+      await create(await testBundle());
+      expect(warn).toHaveBeenCalledWith(plainTexts, expect.anything());
+      warn.mockClear();
+      await create(
+        await bundleWorkflowCode({
+          workflowsPath: WORKFLOWS_PATH,
+          failureConverterPath: encodedFailureConverterPath,
+        }),
+      );
+      expect(warn).not.toHaveBeenCalledWith(plainTexts, expect.anything());
+    } finally {
+      warn.mockRestore();
+    }
+  }, 180_000);
 
   it('refuses a plugin client without the codec at Worker.create', async () => {
     const plain = new Client({ connection, namespace: TEMPORAL_NAMESPACE });

@@ -97,7 +97,7 @@ describe('the CLI command registry', () => {
         expect(ran.err.split('\n')[0], `${command.name} --${wrong}`).toBe(
           `sideeffect: unknown option --${wrong}; did you mean --${name}?`,
         );
-        expect(ran.err, command.name).toContain(help(command.name));
+        expect(ran.err, command.name).toContain(`see: sideeffect help ${command.name}`);
       }
     }
   });

@@ -75,7 +75,8 @@ describe('sideeffect without a database', () => {
     expect(typo.err.split('\n')[0]).toBe(
       'sideeffect: unknown option --fenec; did you mean --fence?',
     );
-    expect(typo.err).toContain(help('resolve'));
+    expect(typo.err.split('\n')[1]).toBe('see: sideeffect help resolve');
+    expect(typo.err).not.toContain(help('resolve'));
     // Never Node's parseArgs text (its unbalanced quote, its advice to use "--").
     expect(typo.err).not.toMatch(/Unknown option '|To specify a positional argument/);
     const json = await cli(['-o', 'json', 'list', '--stat', 'done']);

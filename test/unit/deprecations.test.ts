@@ -126,6 +126,18 @@ describe('deprecated names still do what their replacements do', () => {
     expect(root.OutcomeUnknownError).toBe(root.OutcomeUncertainError);
     expect(root.UnknownOutcomeError).toBe(root.UnexpectedStoreAnswerError);
     expect(activities.NotAppliedError).toBe(root.NotAppliedError);
+    expect(root.holdsVerdicts).toBe(root.keepsPendingVerdicts);
+  });
+
+  it('holdVerdict and heldVerdicts are addPendingVerdict and pendingVerdicts', async () => {
+    const store = new MemoryStore();
+    const runner = new root.Runner(store, { ttlMs: 1_000 });
+    await runner.execute({ key: 'k', resource: 'r' }, async () => {
+      throw new Error('lost');
+    });
+    const held = await store.holdVerdict('k', { applied: false, reason: 'checked', fence: 1 });
+    expect(held).toMatchObject({ verdict: { state: 'pending', fence: 1 } });
+    expect(await store.heldVerdicts('k')).toEqual(await store.pendingVerdicts('k'));
   });
 
   it('Runner.reconcile resolves; KeyEvent.actor repeats by', async () => {

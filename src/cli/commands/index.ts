@@ -9,6 +9,7 @@ import { purge } from './purge.js';
 import { resolve } from './resolve/index.js';
 import { show } from './show.js';
 import { stats } from './stats.js';
+import { withdraw } from './withdraw.js';
 
 /** Every command, in the order `sideeffect help` lists them. A new command is one line here. */
 export const COMMANDS: readonly Command[] = [
@@ -16,6 +17,7 @@ export const COMMANDS: readonly Command[] = [
   list,
   show,
   resolve,
+  withdraw,
   stats,
   breakers,
   breaker,

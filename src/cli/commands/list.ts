@@ -1,3 +1,4 @@
+import { keepsPendingVerdicts } from '../../core/store.js';
 import type { KeyState } from '../../core/types.js';
 import { defineCommand } from '../command.js';
 import { jsonRecord, printList } from '../format.js';
@@ -15,7 +16,7 @@ export const list = defineCommand({
   name: 'list',
   summary: 'keys, newest change first (--state uncertain: the ones waiting for a verdict)',
   usage: ['sideeffect list [--state free|held|applying|done|uncertain] [--limit N] [-o json]'],
-  about: `Lists keys, newest change first (default limit ${DEFAULT_LIMIT}).`,
+  about: `Lists keys, newest change first (default limit ${DEFAULT_LIMIT}); PENDING counts the verdicts pending on an uncertain key's attempt (sideeffect show lists them).`,
   options: {
     state: {
       type: 'string',
@@ -40,8 +41,20 @@ export const list = defineCommand({
     return state ? { state, limit } : { limit };
   },
   async run(filter, ctx) {
-    const records = await ctx.database().store.list(filter);
-    ctx.print(printList(records), records.map(jsonRecord));
+    const { store } = ctx.database();
+    const records = await store.list(filter);
+    const uncertain = records.filter((r) => r.state === 'uncertain').map((r) => r.key);
+    const pending =
+      keepsPendingVerdicts(store) && uncertain.length > 0
+        ? await store.pendingVerdictCounts(uncertain)
+        : new Map<string, number>();
+    ctx.print(
+      printList(records, pending),
+      records.map((r) => {
+        const n = pending.get(r.key);
+        return n === undefined ? jsonRecord(r) : { ...jsonRecord(r), pendingVerdicts: n };
+      }),
+    );
     return EXIT.ok;
   },
 });

@@ -43,9 +43,17 @@ const REFUSALS: Record<string, string> = {
   '28000':
     'check the user name, and that pg_hba.conf admits it from this host (DATABASE_URL, PGUSER or --connection)',
   '3D000': 'check the database name (DATABASE_URL, PGDATABASE or --connection)',
-  '42501':
-    'grant the role what it needs: `sideeffect migrate --print-grants ROLE --kind runtime` prints it (docs/database-roles.md), or connect as the role you granted',
+  '42501': privilegeAdvice('runtime'),
 };
+
+/**
+ * What to grant for a refused privilege: the grants of the role kind the refused work needs (a
+ * worker: runtime; a person's command: operator; a read: readonly). Advising `--kind runtime`
+ * for an operator's `resolve` sent people to grant a person a worker's writes.
+ */
+function privilegeAdvice(kind: 'runtime' | 'operator' | 'readonly'): string {
+  return `grant the role what it needs: \`sideeffect migrate --print-grants ROLE --kind ${kind}\` prints it (docs/database-roles.md), or connect as the role you granted`;
+}
 
 /** The pg error along the `cause` chain whose SQLSTATE is a refusal, if there is one. */
 function refusalOf(error: unknown): { code: string; message: string } | undefined {
@@ -79,6 +87,8 @@ export function connectionRefusal(
   pool: pg.Pool,
   error: unknown,
   schema?: string,
+  /** The role kind the refused work needs, for a privilege refused (42501). @default 'runtime' */
+  kind: 'runtime' | 'operator' | 'readonly' = 'runtime',
 ): StoreMisconfiguredError | undefined {
   const refusal = refusalOf(error);
   if (!refusal) return undefined;
@@ -86,6 +96,6 @@ export function connectionRefusal(
     schema,
     `${connectionTarget(pool)}: refused, ${refusal.message} (SQLSTATE ${refusal.code})`,
     error,
-    REFUSALS[refusal.code],
+    refusal.code === '42501' ? privilegeAdvice(kind) : REFUSALS[refusal.code],
   );
 }

@@ -6,10 +6,10 @@ import { commentName, defaultSchema, quoteSchema } from './sql.js';
  * - `runtime`: workers (every Store and PgFencedSink operation, the sweeper, `purge` above the
  *   floor, and a `migrate()` with nothing to apply); reads the tables and calls the store's
  *   functions, which write with their owner's rights; writes no table itself, no DDL.
- * - `operator`: the CLI's list, show, resolve, stats, breakers and `migrate --status`; reads keys,
- *   events, held verdicts, breakers and the migration records, and records verdicts and opens or
- *   closes breakers only through the store's functions (`hold_verdict()` for a verdict no worker
- *   has checked), never by writing a table.
+ * - `operator`: the CLI's list, show, resolve, withdraw, stats, breakers and `migrate --status`;
+ *   reads keys, events, pending verdicts, breakers and the migration records, and records or
+ *   withdraws verdicts and opens or closes breakers only through the store's functions
+ *   (`hold_verdict()` for a verdict no worker has checked), never by writing a table.
  * - `readonly`: dashboards; reads every table, writes nothing, cannot resolve.
  */
 export type RoleKind = 'runtime' | 'operator' | 'readonly';
@@ -54,6 +54,7 @@ const BREAKERS = [
   'breaker_history(text)',
   'breaker_answer(text)',
 ];
+const WITHDRAW = 'withdraw_verdict(bigint, text, text, text, text)';
 
 /**
  * The GRANT statements that give an existing role what its kind needs on a migrated schema, as SQL
@@ -97,7 +98,7 @@ export function grantsScript(options: { schema?: string; role: string; kind: Rol
     case 'operator':
       lines.push(
         `grant select on table ${s}.keys, ${s}.events, ${s}.pending_verdicts, ${s}.breakers, ${s}.breaker_events, ${s}.migrations, ${s}.migration_history to ${r};`,
-        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${RESOLVE_0_1_0}, ${s}.${HOLD}, ${BREAKERS.map((fn) => `${s}.${fn}`).join(', ')}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
+        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${RESOLVE_0_1_0}, ${s}.${HOLD}, ${s}.${WITHDRAW}, ${BREAKERS.map((fn) => `${s}.${fn}`).join(', ')}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
       );
       break;
     case 'readonly':

@@ -21,6 +21,7 @@
 --   0016_transactional_round_trips.sql
 --   0017_transactional_commit_guard.sql
 --   0018_issued_fences_no_batch_waits.sql
+--   0019_bounded_pending_verdicts.sql
 --   0020_planned_functions.sql
 --   0021_breakers.sql
 
@@ -582,7 +583,7 @@ declare
   k keys;
   v_now timestamptz;
 begin
-  select * into k from keys where key = p_key for share;
+  select * into k from keys where key = p_key for update;
   if found and p_fence is not null and p_fence <> k.fence then
     o_outcome := 'stale';
     o_state := k.state;
@@ -596,6 +597,11 @@ begin
     o_outcome := 'not_uncertain';
     o_state := coalesce(k.state, 'unknown');
     return;
+  elsif (select pg_catalog.count(*) from pending_verdicts
+          where key = p_key and fence = k.fence and state = 'pending') >= 100 then
+    o_outcome := 'full';
+    o_fence := k.fence;
+    return;
   end if;
   v_now := store_now();
   insert into pending_verdicts (key, fence, applied, result, reason, actor, identity, at)
@@ -604,7 +610,7 @@ begin
   returning id into o_id;
   insert into events (key, from_state, to_state, fence, reason, actor, at, identity)
   values (p_key, 'uncertain', 'uncertain', k.fence,
-          'verdict held until a worker checks it ('
+          'verdict pending until a worker checks it ('
             || case when p_applied then 'applied' else 'not applied' end || '): ' || p_reason,
           p_actor, v_now, p_identity);
   o_outcome := 'held';
@@ -1544,6 +1550,37 @@ begin
 end
 $$;
 
+-- FUNCTION withdraw_verdict(bigint, text, text, text, text)
+CREATE FUNCTION <schema>.withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text, OUT o_withdrawn boolean) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v pending_verdicts;
+  k keys;
+  v_now timestamptz;
+begin
+  o_withdrawn := false;
+  select * into v from pending_verdicts where id = p_id and key = p_key for update;
+  if not found then
+    return;
+  elsif v.state <> 'pending' then
+    o_state := v.state;
+    o_why := v.why;
+    return;
+  end if;
+  select * into k from keys where key = v.key for share;
+  v_now := store_now();
+  o_state := 'withdrawn';
+  o_why := 'withdrawn by ' || p_actor || ': ' || p_reason;
+  o_withdrawn := true;
+  update pending_verdicts set state = o_state, why = o_why, judged_at = v_now where id = p_id;
+  insert into events (key, from_state, to_state, fence, reason, actor, at, identity)
+  values (v.key, k.state, k.state, v.fence,
+          'pending verdict #' || p_id || ' withdrawn: ' || p_reason, p_actor, v_now, p_identity);
+end
+$$;
+
 -- TABLE breaker_events
 CREATE TABLE <schema>.breaker_events (
     id bigint NOT NULL,
@@ -1665,7 +1702,7 @@ CREATE TABLE <schema>.pending_verdicts (
     why text,
     at timestamp with time zone NOT NULL,
     judged_at timestamp with time zone,
-    CONSTRAINT pending_verdicts_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'accepted'::text, 'refused'::text, 'late'::text])))
+    CONSTRAINT pending_verdicts_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'accepted'::text, 'refused'::text, 'late'::text, 'withdrawn'::text])))
 );
 
 -- SEQUENCE pending_verdicts_id_seq
@@ -1768,6 +1805,9 @@ CREATE INDEX pending_verdicts_key ON <schema>.pending_verdicts USING btree (key,
 
 -- INDEX pending_verdicts_pending
 CREATE INDEX pending_verdicts_pending ON <schema>.pending_verdicts USING btree (id) WHERE (state = 'pending'::text);
+
+-- INDEX pending_verdicts_waiting
+CREATE INDEX pending_verdicts_waiting ON <schema>.pending_verdicts USING btree (key, fence, id) WHERE (state = 'pending'::text);
 
 -- TRIGGER events events_db_user
 CREATE TRIGGER events_db_user BEFORE INSERT ON <schema>.events FOR EACH ROW EXECUTE FUNCTION <schema>.events_db_user();
@@ -1924,3 +1964,6 @@ REVOKE ALL ON FUNCTION <schema>.tx_sql_prepared() FROM PUBLIC;
 
 -- ACL FUNCTION tx_temp_relations()
 REVOKE ALL ON FUNCTION <schema>.tx_temp_relations() FROM PUBLIC;
+
+-- ACL FUNCTION withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text, OUT o_withdrawn boolean)
+REVOKE ALL ON FUNCTION <schema>.withdraw_verdict(p_id bigint, p_key text, p_reason text, p_actor text, p_identity text, OUT o_state text, OUT o_why text, OUT o_withdrawn boolean) FROM PUBLIC;

@@ -21,10 +21,10 @@ import { maskConnectionString } from '../../core/mask.js';
 import type { Execution } from '../../core/runner.js';
 import type {
   ListFilter,
+  PendingVerdictStore,
   TransactionalStore,
   TransactionContext,
   TransactionOptions,
-  VerdictHolding,
 } from '../../core/store.js';
 import type {
   Acquisition,
@@ -50,16 +50,17 @@ import {
   storableKey,
 } from '../../core/validate.js';
 import type {
-  HeldVerdict,
-  HoldOutcome,
+  PendingVerdict,
+  PendingVerdictOutcome,
+  PendingVerdictPage,
   Resolution,
   ResolveOutcome,
   VerdictJudgement,
+  Withdrawal,
 } from '../../core/verdict.js';
 import { payloadDigest, transactionalDigest } from '../digest.js';
 import type { Binding } from './attempt-connection.js';
 import { PgBreakers } from './breakers.js';
-import { HeldVerdicts, type VerdictRow, verdictRefusal, verdictValues } from './held-verdicts.js';
 import { type AcquireCall, batchLimits, type HolderCall, KeyBatches } from './key-batches.js';
 import {
   type AcquireHit,
@@ -73,6 +74,12 @@ import {
   toRecord,
 } from './key-statements.js';
 import { type MigrationStatus, migrationStatus } from './migrate.js';
+import {
+  PgPendingVerdicts,
+  type VerdictRow,
+  verdictRefusal,
+  verdictValues,
+} from './pending-verdicts.js';
 import {
   isUniqueViolation,
   lockWaitExceeded,
@@ -191,7 +198,9 @@ const SCHEMA_PURGE_FLOOR_MS = 7 * 24 * 60 * 60 * 1000;
  * const store = new PgStore({ pool, schema: 'sideeffect' });
  * ```
  */
-export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHolding, BreakerStore {
+export class PgStore
+  implements TransactionalStore<pg.PoolClient>, PendingVerdictStore, BreakerStore
+{
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
   readonly #limits: Limits;
@@ -207,7 +216,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
   /** This store's acquire calls in flight per resource (waitersPerResource). */
   readonly #waiters: ResourceWaiters;
   readonly #sweep: SweepLeader;
-  readonly #verdicts: HeldVerdicts;
+  readonly #verdicts: PgPendingVerdicts;
   readonly #breakers: PgBreakers;
   readonly #transactional: PgTransactional;
   /** The calls that may share statements (batching), and their one-key paths. */
@@ -257,7 +266,7 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
       acquireAlone: (call) => this.#askAcquire(call, FIRST_LOOK),
     });
     this.#sweep = new SweepLeader(pool, this.#schema, this.#transactionPooling);
-    this.#verdicts = new HeldVerdicts(pool, this.#schema, this.#limits, named);
+    this.#verdicts = new PgPendingVerdicts(pool, this.#schema, this.#limits, named);
     this.#breakers = new PgBreakers(pool, this.#schema, this.#limits, named);
     this.#transactional = new PgTransactional({
       pool,
@@ -515,19 +524,41 @@ export class PgStore implements TransactionalStore<pg.PoolClient>, VerdictHoldin
     }
   }
 
-  holdVerdict(key: Key, resolution: Resolution): Promise<HoldOutcome> {
-    return this.#verdicts.holdVerdict(key, resolution);
+  addPendingVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
+    return this.#verdicts.addPendingVerdict(key, resolution);
   }
 
-  heldVerdicts(key: Key): Promise<HeldVerdict[]> {
-    return this.#verdicts.heldVerdicts(key);
+  pendingVerdicts(key: Key, page?: PendingVerdictPage): Promise<PendingVerdict[]> {
+    return this.#verdicts.pendingVerdicts(key, page);
+  }
+
+  pendingVerdictCounts(keys: Key[]): Promise<Map<Key, number>> {
+    return this.#verdicts.pendingVerdictCounts(keys);
+  }
+
+  withdrawPendingVerdict(
+    key: Key,
+    id: number,
+    withdrawal: Withdrawal,
+  ): Promise<{ withdrawn: boolean; verdict: PendingVerdict } | undefined> {
+    return this.#verdicts.withdrawPendingVerdict(key, id, withdrawal);
+  }
+
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link PgStore.addPendingVerdict}; the same operation. */
+  holdVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
+    return this.addPendingVerdict(key, resolution);
+  }
+
+  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link PgStore.pendingVerdicts}; the same operation. */
+  heldVerdicts(key: Key): Promise<PendingVerdict[]> {
+    return this.pendingVerdicts(key);
   }
 
   pendingVerdictKeys(limit: number): Promise<Key[]> {
     return this.#verdicts.pendingVerdictKeys(limit);
   }
 
-  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<HeldVerdict | undefined> {
+  judgeVerdict(id: number, judgement: VerdictJudgement): Promise<PendingVerdict | undefined> {
     return this.#verdicts.judgeVerdict(id, judgement);
   }
 

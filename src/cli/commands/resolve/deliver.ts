@@ -8,8 +8,8 @@ import {
 import { ApplicationFailure, NamespaceNotFoundError } from '@temporalio/common';
 import { InvalidActionError, NotUncertainError, StaleVerdictError } from '../../../core/errors.js';
 import { decodeJson, encodeJson } from '../../../core/json.js';
-import { holdsVerdicts, type Store, type VerdictHolding } from '../../../core/store.js';
-import type { HeldVerdict } from '../../../core/verdict.js';
+import { keepsPendingVerdicts, type PendingVerdictStore, type Store } from '../../../core/store.js';
+import type { PendingVerdict } from '../../../core/verdict.js';
 import { SideEffectFailureType } from '../../../protocol/failures.js';
 import {
   CLI_UPDATE_ID_PREFIX,
@@ -20,6 +20,7 @@ import {
   resolveUpdate,
   type Verdict,
 } from '../../../protocol/wire.js';
+import { shellWord } from '../../format.js';
 import { cliIdentity } from '../../temporal.js';
 
 /** How an operator's verdict ended: whether it was the one recorded, and what stands now. */
@@ -34,12 +35,12 @@ export interface ResolveReport extends Verdict {
   /** The ReconcileWorkflow did not answer within the wait: the verdict went to the store directly. */
   timedOut?: boolean;
   /**
-   * Held in the store until a worker runs the effect's result check on it: not decided yet (the
-   * report's `applied`/`result` are the verdict as sent). See {@link heldId}.
+   * Pending in the store until a worker runs the effect's result check on it: not decided yet (the
+   * report's `applied`/`result` are the verdict as sent). See {@link pendingId}.
    */
   pending?: boolean;
-  /** The held verdict's id, as `sideeffect show` lists it. */
-  heldId?: number;
+  /** The pending verdict's id, as `sideeffect show` lists it. */
+  pendingId?: number;
   /** No ReconcileWorkflow for the key in the client's namespace (a wrong `--namespace`, or none started yet). */
   notFound?: boolean;
 }
@@ -110,7 +111,8 @@ export async function resolveKey(options: {
         );
         return report('workflow', input, final, sameVerdict(input, final));
       } catch (error) {
-        const refused = staleVerdict(key, error) ?? invalidVerdict(error);
+        const refused =
+          staleVerdict(key, error) ?? invalidVerdict(error) ?? validatorRefusal(key, input, error);
         if (refused) throw refused;
         // The server ends an Update's long poll a little before the client's deadline.
         timedOut =
@@ -125,17 +127,17 @@ export async function resolveKey(options: {
   }
   // Recorded beside `by` as who delivered it, like the identity the Update would have carried.
   const identity = client?.options.identity ?? cliIdentity();
-  if (!holdsVerdicts(store)) {
+  if (!keepsPendingVerdicts(store)) {
     const stored = await resolveInStore(store, key, input, identity, 'store only');
     return timedOut ? { ...stored, timedOut } : stored;
   }
-  const held = await holdInStore(store, key, input, identity);
-  if (!('verdict' in held)) {
-    if (timedOut && !held.won && (await isOwnVerdict(store, key, input, identity))) {
-      const landed = report('workflow', input, held, true);
+  const pending = await addPending(store, key, input, identity);
+  if (!('verdict' in pending)) {
+    if (timedOut && !pending.won && (await isOwnVerdict(store, key, input, identity))) {
+      const landed = report('workflow', input, pending, true);
       return { ...landed, message: `${landed.message}, as the wait ran out` };
     }
-    return held;
+    return pending;
   }
   const notFound = status === 'not found';
   const prompted =
@@ -144,7 +146,7 @@ export async function resolveKey(options: {
       : Promise.resolve(false);
   // Only a worker reached through Temporal can judge it now; otherwise there is nothing to wait for.
   const judgeWaitMs = status === 'running' ? (options.judgeWaitMs ?? DEFAULT_JUDGE_WAIT_MS) : 0;
-  const judged = await awaitJudgement(store, held.verdict, judgeWaitMs);
+  const judged = await awaitJudgement(store, pending.verdict, judgeWaitMs);
   if (judged.state === 'refused')
     throw new InvalidActionError(
       'verdict',
@@ -176,15 +178,15 @@ export async function resolveKey(options: {
     reason: input.reason,
     ...(input.by === undefined ? {} : { by: input.by }),
     pending: true,
-    heldId: judged.id,
+    pendingId: judged.id,
     ...(timedOut ? { timedOut } : {}),
     ...(notFound ? { notFound } : {}),
-    message: pendingMessage(key, why, judged.id, sent, client?.options.namespace),
+    message: pendingMessage(key, why, judged.id, sent, client?.options.namespace, notFound),
   };
 }
 
 /**
- * What a person is told about a held verdict: why it was held, what happens to it and when, and
+ * What a person is told about a pending verdict: why it is pending, what happens to it and when, and
  * how to hurry it or look at it.
  */
 function pendingMessage(
@@ -193,11 +195,17 @@ function pendingMessage(
   id: number,
   prompted: boolean,
   namespace: string | undefined,
+  notFound = false,
 ): string {
   const workflow = reconcileWorkflowId(key);
-  const ns = namespace === undefined ? '' : ` --namespace ${namespace}`;
+  // Not found there: repeating that namespace would send the person to the same wrong place.
+  const ns = notFound
+    ? ' --namespace <the namespace its workers poll>'
+    : namespace === undefined
+      ? ''
+      : ` --namespace ${namespace}`;
   return [
-    `${why}: your verdict is held in the store as pending verdict #${id} and decides nothing yet.`,
+    `${why}: your verdict is recorded in the store as pending verdict #${id} and decides nothing yet.`,
     `${prompted ? `${workflow} was sent \`recheck\`, so` : 'Once Temporal answers,'} a worker runs the effect's result check on it when ${workflow} next reads the store: at once when its worker has a free slot, and at the latest at the worker's next sweep (about every minute), which prompts it.`,
     'Accepted, it decides the key and the waiting workflow goes on; refused, the key stays uncertain and `sideeffect show` says why.',
     `Follow it: sideeffect show ${key}; prompt it yourself: temporal workflow signal --workflow-id '${workflow}' --name recheck${ns}`,
@@ -219,30 +227,31 @@ async function promptRecheck(client: Client, key: string): Promise<boolean> {
   }
 }
 
-/** The held verdict once a worker judged it, or as it stands after `waitMs`. */
+/** The pending verdict once a worker judged it, or as it stands after `waitMs`. */
 async function awaitJudgement(
-  store: Store & VerdictHolding,
-  held: HeldVerdict,
+  store: Store & PendingVerdictStore,
+  pending: PendingVerdict,
   waitMs: number,
-): Promise<HeldVerdict> {
+): Promise<PendingVerdict> {
   const until = Date.now() + waitMs;
-  let current = held;
+  let current = pending;
   while (current.state === 'pending' && Date.now() < until) {
     await new Promise((resolve) => setTimeout(resolve, 250));
-    current = (await store.heldVerdicts(held.key)).find((one) => one.id === held.id) ?? current;
+    current =
+      (await store.pendingVerdicts(pending.key)).find((one) => one.id === pending.id) ?? current;
   }
   return current;
 }
 
-/** Holds the verdict for a worker's check: the held verdict, or the report of what already stands. */
-async function holdInStore(
-  store: Store & VerdictHolding,
+/** Holds the verdict for a worker's check: the pending verdict, or the report of what already stands. */
+async function addPending(
+  store: Store & PendingVerdictStore,
   key: string,
   input: ResolveInput,
   identity: string,
-): Promise<{ verdict: HeldVerdict } | ResolveReport> {
+): Promise<{ verdict: PendingVerdict } | ResolveReport> {
   try {
-    const outcome = await store.holdVerdict(key, {
+    const outcome = await store.addPendingVerdict(key, {
       applied: input.applied,
       reason: input.reason,
       ...(input.applied ? { result: encodeJson(input.result ?? null) } : {}),
@@ -344,6 +353,38 @@ function invalidVerdict(error: unknown): InvalidActionError | undefined {
   if (!(cause instanceof ApplicationFailure) || cause.type !== SideEffectFailureType.InvalidAction)
     return undefined;
   return new InvalidActionError('verdict', `${cause.message}; nothing was recorded`);
+}
+
+/**
+ * The Update's validator refused the verdict before the run saw it. A ReconcileWorkflow running
+ * 0.1.0's code (a rollback) refuses `fence` as an unknown field; reported as unreachable (exit 3,
+ * "pending") although nothing was recorded, it left the person without the reason or a way that
+ * works there.
+ */
+function validatorRefusal(
+  key: string,
+  input: ResolveInput,
+  error: unknown,
+): InvalidActionError | undefined {
+  const cause = error instanceof WorkflowUpdateFailedError ? error.cause : undefined;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== 'TypeError') return undefined;
+  const said = `${reconcileWorkflowId(key)} refused the verdict: ${cause.message}; nothing was recorded`;
+  if (!/unknown field\(s\)[^:]*\bfence\b/.test(cause.message))
+    return new InvalidActionError('verdict', said);
+  const signal = JSON.stringify({
+    applied: input.applied,
+    ...(input.applied ? { result: input.result } : {}),
+    reason: input.reason,
+    ...(input.by === undefined ? {} : { by: input.by }),
+  });
+  const verdict = input.applied
+    ? `--applied --result ${shellWord(JSON.stringify(input.result ?? null))}`
+    : '--not-applied';
+  const fence = input.fence ?? 'N';
+  return new InvalidActionError(
+    'verdict',
+    `${said}. It runs 0.1's workflow code (workers rolled back to 0.1.0), which takes no fence. What works there: decide in the store, checked by no worker (0.1.0's waiting callers see it at their next recheck): sideeffect resolve ${shellWord(key)} --fence ${fence} ${verdict} --reason ${shellWord(input.reason)} --store-only; or 0.1.0's signal, which names no attempt and decides whichever attempt that run waits for (send it only if that is attempt ${fence}, the one you checked): temporal workflow signal --workflow-id ${shellWord(reconcileWorkflowId(key))} --name resolve --input ${shellWord(signal)}`,
+  );
 }
 
 async function reconcileStatus(

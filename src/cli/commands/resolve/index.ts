@@ -21,7 +21,7 @@ export const resolve = defineCommand({
   ],
   about: `Decides an uncertain key after you checked the downstream. If the key's ReconcileWorkflow
 (reconcile/<key>) is running, the verdict goes through it, so the waiting workflow continues;
-otherwise it is held in the store for a worker's check. The first resolution wins: if someone
+otherwise it is recorded in the store as a pending verdict for a worker's check. The first resolution wins: if someone
 resolved the key first, you are told so (exit 1).
 With --resource or --from-file it decides many keys after an outage, each through its
 ReconcileWorkflow when one runs.`,

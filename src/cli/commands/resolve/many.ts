@@ -34,7 +34,7 @@ interface ManyReport {
   /** Could not be sent (store or Temporal unreachable); safe to run the command again. */
   failed: Array<{ key: string; message: string }>;
   /**
-   * Held in the store until a worker runs the effect's result check on it (no worker answered):
+   * Pending in the store until a worker runs the effect's result check on it (no worker answered):
    * not decided yet. `sideeffect show KEY` says what became of it.
    */
   pending: Array<{ key: string; message: string }>;
@@ -74,7 +74,7 @@ async function resolveMany(options: {
       if (dryRun) return dryRunOne(store, verdict.key);
       const { key, fence, ...input } = verdict;
       const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
-      // Every held verdict is reported pending at once: many verdicts do not wait on each judgement.
+      // Every pending verdict is reported pending at once: many verdicts do not wait on each judgement.
       const outcome = await resolveKey({
         store,
         client,
@@ -149,7 +149,7 @@ function printMany(report: ManyReport, selected: string): string {
   const lines = [
     report.dryRun
       ? `dry run over ${selected}: ${decided.length} would be decided, ${alreadyDecided.length} already decided, ${refused.length} would be refused; nothing was sent`
-      : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}${pending.length > 0 ? `, held pending ${pending.length}` : ''}`,
+      : `${selected}: decided ${decided.length}, already decided ${alreadyDecided.length}, refused ${refused.length}, failed ${failed.length}${pending.length > 0 ? `, pending ${pending.length}` : ''}`,
   ];
   const attempt = (key: string) =>
     report.fences[key] === undefined ? '' : ` (the attempt with fence ${report.fences[key]})`;
@@ -167,7 +167,7 @@ function printMany(report: ManyReport, selected: string): string {
     lines.push('failed (run the batch again):', ...failed.map((e) => `  ${e.key}: ${e.message}`));
   if (pending.length > 0)
     lines.push(
-      "held pending (a worker checks each when it next reads the key's store; `sideeffect show KEY` says what became of it):",
+      "pending (a worker checks each when it next reads the key's store; `sideeffect show KEY` says what became of it):",
       ...pending.map((e) => `  ${e.key}: ${e.message}`),
     );
   return lines.join('\n');
@@ -176,7 +176,7 @@ function printMany(report: ManyReport, selected: string): string {
 /**
  * The end both forms share: sends `verdicts` (through Temporal unless `--dry-run` or
  * `--store-only`), prints the summary and picks the exit code: 3 when some verdict could not be
- * sent or is held pending (run it again), 1 when some key was decided before or refused.
+ * sent or is pending (run it again), 1 when some key was decided before or refused.
  */
 export async function sendMany(
   verdicts: KeyVerdict[],

@@ -54,7 +54,7 @@ export const RESOLVE_OPTIONS = {
   wait: {
     type: 'string',
     arg: 'D',
-    description: `how long the ReconcileWorkflow gets to answer (default ${DEFAULT_WAIT_MS / 1000}s; 45s, 2m...). Past it (its worker busy or gone), when Temporal does not answer, or when the namespace has no reconcile/<key>, the verdict is HELD in the store as pending (exit 3): a worker runs the effect's result check on it when the key's ReconcileWorkflow next reads the store (the CLI sends it \`recheck\`; the worker's sweeper prompts it about every minute once Temporal answers). Accepted, it decides; refused, the key stays uncertain. sideeffect show <key> lists held verdicts and why one was refused`,
+    description: `how long the ReconcileWorkflow gets to answer (default ${DEFAULT_WAIT_MS / 1000}s; 45s, 2m...). Past it (its worker busy or gone), when Temporal does not answer, or when the namespace has no reconcile/<key>, the verdict is recorded in the store as a PENDING verdict (exit 3): a worker runs the effect's result check on it when the key's ReconcileWorkflow next reads the store (the CLI sends it \`recheck\`; the worker's sweeper prompts it about every minute once Temporal answers). Accepted, it decides; refused, the key stays uncertain. sideeffect show <key> lists pending verdicts and why one was refused`,
     parse: duration,
   },
   'store-only': {

@@ -1,7 +1,7 @@
 /**
  * `sideeffect resolve` when no worker can judge the verdict in time: its worker's activity slots
  * busy past `--wait`, Temporal unreachable from the CLI, a namespace without the key's
- * ReconcileWorkflow. The verdict is held in the store, the CLI says so and exits 3, and the
+ * ReconcileWorkflow. The verdict is pending in the store, the CLI says so and exits 3, and the
  * first worker that reads the key runs the effect's result check on it: a result the check
  * refuses never reaches the caller, an accepted one reaches it within a minute, through the
  * worker's sweeper prompting the ReconcileWorkflow.
@@ -12,7 +12,7 @@ import { Client, Connection, type WorkflowHandle, WorkflowNotFoundError } from '
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
-import type { HeldVerdict } from '../../src/core/verdict.js';
+import type { PendingVerdict } from '../../src/core/verdict.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
   type ReconcileStatus,
@@ -29,7 +29,7 @@ import {
 import { testBundle, waitFor } from '../temporal/harness.js';
 import { cliFixture } from './fixture.js';
 
-const fx = cliFixture('cli_held');
+const fx = cliFixture('cli_pending');
 const { cli } = fx;
 /** A namespace that exists on the dev server but holds none of this file's workflows. */
 const ELSEWHERE = 'sideeffect-test-elsewhere';
@@ -69,13 +69,13 @@ const effects = {
   }),
 };
 
-describe('a verdict no worker could judge in time is held, then judged by the first worker', () => {
+describe('a verdict no worker could judge in time is pending, then judged by the first worker', () => {
   let connection: Connection;
   let native: NativeConnection;
   let client: Client;
   let worker: Worker;
   let running: Promise<void>;
-  const taskQueue = uniqueTaskQueue('cli-held');
+  const taskQueue = uniqueTaskQueue('cli-pending');
   const started: WorkflowHandle[] = [];
   let sequence = 0;
 
@@ -139,7 +139,7 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
   async function uncertainCharge() {
     const caller = await client.workflow.start('guarded', {
       taskQueue,
-      workflowId: `cli-held-${taskQueue}-${++sequence}`,
+      workflowId: `cli-pending-${taskQueue}-${++sequence}`,
       args: ['charge', { card: `c${sequence}` }, { step: 'pay', startToCloseTimeout: '2 minutes' }],
     });
     started.push(caller);
@@ -157,16 +157,16 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
     return { caller, reconcile, key };
   }
 
-  const held = (key: string): Promise<HeldVerdict[]> => fx.store.heldVerdicts(key);
+  const pending = (key: string): Promise<PendingVerdict[]> => fx.store.pendingVerdicts(key);
 
-  it('busy worker: a verdict held past --wait is checked by the worker; refused, the key stays uncertain and the caller never sees it', async () => {
+  it('busy worker: a verdict pending past --wait is checked by the worker; refused, the key stays uncertain and the caller never sees it', async () => {
     const { caller, reconcile, key } = await uncertainCharge();
     // Both activity slots in long applies: the Update's store activity cannot start.
     for (const n of [1, 2])
       started.push(
         await client.workflow.start('guarded', {
           taskQueue,
-          workflowId: `cli-held-slow-${taskQueue}-${n}`,
+          workflowId: `cli-pending-slow-${taskQueue}-${n}`,
           args: ['slow', { n }, { startToCloseTimeout: '2 minutes' }],
         }),
       );
@@ -187,7 +187,7 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
       '5s',
       '--json',
     ]);
-    // Never "resolved": no slot came free within the CLI's wait, so the verdict is held (3).
+    // Never "resolved": no slot came free within the CLI's wait, so the verdict is pending (3).
     expect(ran.code, ran.stderr).toBe(3);
     expect(ran.stdout).not.toMatch(/"won":\s*true/);
     expect(JSON.parse(ran.stdout)).toMatchObject({ pending: true, timedOut: true, won: false });
@@ -197,14 +197,14 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
     expect(ran.stderr).toContain(`sideeffect show ${key}`);
     expect((await fx.store.inspect(key))?.state).toBe('uncertain');
 
-    // Once a slot is free, the worker judges the held verdict with the effect's check.
+    // Once a slot is free, the worker judges the pending verdict with the effect's check.
     letGo();
     const judged = await waitFor(
       async () => {
-        const [verdict] = await held(key);
+        const [verdict] = await pending(key);
         return verdict && verdict.state !== 'pending' ? verdict : undefined;
       },
-      'the held verdict to be judged',
+      'the pending verdict to be judged',
       120_000,
     );
     expect(judged).toMatchObject({ state: 'refused', by: 'ops' });
@@ -216,7 +216,7 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
       reason: expect.stringContaining('verdict refused'),
     });
     const shown = await cli(['show', key]);
-    expect(shown.stdout).toMatch(/held verdicts/);
+    expect(shown.stdout).toMatch(/pending verdicts/);
     expect(shown.stdout).toMatch(/refused/);
     expect((await caller.describe()).status.name).toBe('RUNNING');
     const status: ReconcileStatus = await reconcile.query(statusQuery);
@@ -244,7 +244,7 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
     });
   }, 300_000);
 
-  it('Temporal unreachable from the CLI: the held verdict reaches the waiting caller within a minute', async () => {
+  it('Temporal unreachable from the CLI: the pending verdict reaches the waiting caller within a minute', async () => {
     const { caller, key } = await uncertainCharge();
     const ran = await cli([
       'resolve',
@@ -258,15 +258,15 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
       '--address',
       '127.0.0.1:1',
     ]);
-    const heldAt = Date.now();
+    const pendingAt = Date.now();
     expect(ran.code, ran.stderr).toBe(3);
-    expect(ran.stderr).toMatch(/holding the verdict in the store/);
+    expect(ran.stderr).toMatch(/recording the verdict in the store as a pending verdict/);
     expect(ran.stdout).toMatch(/pending verdict #\d+/);
     expect((await fx.store.inspect(key))?.state).toBe('uncertain');
     const outcome = (await caller.result()) as SideEffectOutcome<unknown>;
     expect(outcome).toEqual({ outcome: 'reconciled', result: { chargeId: 'ch_2' }, key });
-    expect(Date.now() - heldAt).toBeLessThan(60_000);
-    expect((await held(key)).map((v) => v.state)).toEqual(['accepted']);
+    expect(Date.now() - pendingAt).toBeLessThan(60_000);
+    expect((await pending(key)).map((v) => v.state)).toEqual(['accepted']);
   }, 240_000);
 
   it("a namespace without the key's ReconcileWorkflow: says so, exits non-zero, and the verdict still reaches the real one", async () => {
@@ -281,15 +281,18 @@ describe('a verdict no worker could judge in time is held, then judged by the fi
       '--namespace',
       ELSEWHERE,
     ]);
-    const heldAt = Date.now();
+    const pendingAt = Date.now();
     expect(ran.code, ran.stdout).toBe(3);
     expect(ran.stdout).toContain(
       `no ReconcileWorkflow ${reconcileWorkflowId(key)} in namespace ${ELSEWHERE}`,
     );
     expect(ran.stdout).not.toMatch(/via the store/);
+    // The prompt it prints does not repeat the namespace that had no such workflow.
+    expect(ran.stdout).toContain('--name recheck --namespace <the namespace its workers poll>');
+    expect(ran.stdout).not.toContain(`--namespace ${ELSEWHERE}`);
     // Judged by this worker (in the right namespace) once its sweeper prompts the reconcile.
     const outcome = (await caller.result()) as SideEffectOutcome<unknown>;
     expect(outcome).toMatchObject({ outcome: 'applied', result: { chargeId: 'ch_retry_2' } });
-    expect(Date.now() - heldAt).toBeLessThan(60_000);
+    expect(Date.now() - pendingAt).toBeLessThan(60_000);
   }, 240_000);
 });
