@@ -162,9 +162,12 @@ describe("metrics on the worker's Prometheus endpoint", () => {
     expect(resolved.code, resolved.stderr).toBe(0);
     await waitFor(async () => {
       try {
-        await client.workflow
-          .getHandle(reconcileWorkflowId(signalKey))
-          .signal(resolveSignal, { applied: false, reason: 'not in the bank export', by: 'ops' });
+        await client.workflow.getHandle(reconcileWorkflowId(signalKey)).signal(resolveSignal, {
+          applied: false,
+          reason: 'not in the bank export',
+          by: 'ops',
+          attempt: 'any',
+        });
         return true;
       } catch {
         return undefined;

@@ -135,9 +135,12 @@ describe('backlog gauges', () => {
     await pay.result();
     await waitFor(async () => {
       try {
-        await client.workflow
-          .getHandle(reconcileWorkflowId(keys[0]!))
-          .signal(resolveSignal, { applied: false, reason: 'not in the bank export', by: 'ops' });
+        await client.workflow.getHandle(reconcileWorkflowId(keys[0]!)).signal(resolveSignal, {
+          applied: false,
+          reason: 'not in the bank export',
+          by: 'ops',
+          attempt: 'any',
+        });
         return true;
       } catch {
         return undefined;

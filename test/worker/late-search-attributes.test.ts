@@ -554,6 +554,7 @@ describe('search attributes never registered', () => {
       applied: false,
       reason: 'bank export: no such charge',
       by: 'ops',
+      attempt: 'any',
     });
     expect(await handle.result()).toMatchObject({ key, applied: false, decidedBy: 'signal' });
     expect(failedTasks(await allEvents(ns, key!))).toEqual([]);
