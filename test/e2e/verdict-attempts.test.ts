@@ -48,6 +48,7 @@ import {
   openWorkflow,
   pasteSignalInput,
   screenshot,
+  showCurrentDetails,
   submitSignal,
   UI_TIMEOUT_MS,
 } from './temporal-ui.js';
@@ -201,7 +202,8 @@ describe('every way a person decides names the attempt they checked', () => {
       });
       // The page itself says it was refused and why (User Metadata > Current Details).
       await openWorkflow(page, workflowId);
-      await page.getByText('Last verdict refused').first().waitFor({ timeout: UI_TIMEOUT_MS });
+      await showCurrentDetails(page, 'Last verdict refused');
+      await page.getByText('names no attempt').first().waitFor({ timeout: UI_TIMEOUT_MS });
       await screenshot(page, 'ui-verdict-refused.png');
 
       // The template exactly as the page shows it.
