@@ -68,7 +68,7 @@ function earlierSection(earlier: readonly EarlierVerdict[] | undefined): string[
   if (!earlier || earlier.length === 0) return [];
   return [
     [
-      'Earlier attempts of this key, already decided:',
+      'Earlier attempts of this key, already decided:\n',
       ...earlier.map(
         (verdict) =>
           `- attempt ${verdict.fence}: ${verdict.applied ? 'applied' : 'not applied'}, by ${verdict.by} at ${verdict.at} (${verdict.reason})`,

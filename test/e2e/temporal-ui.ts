@@ -216,5 +216,10 @@ export async function showCurrentDetails(page: Page, text: string): Promise<void
     .or(page.getByText('User Metadata', { exact: true }).filter({ visible: true }))
     .first();
   await tab.click({ timeout: UI_TIMEOUT_MS });
-  await page.getByText(text).first().waitFor({ timeout: UI_TIMEOUT_MS });
+  // The UI renders the details' Markdown in a sandboxed frame.
+  await page
+    .getByText(text)
+    .or(page.frameLocator('iframe').getByText(text))
+    .first()
+    .waitFor({ timeout: UI_TIMEOUT_MS });
 }

@@ -50,7 +50,6 @@ import {
   screenshot,
   showCurrentDetails,
   submitSignal,
-  UI_TIMEOUT_MS,
 } from './temporal-ui.js';
 
 interface Charge {
@@ -203,7 +202,7 @@ describe('every way a person decides names the attempt they checked', () => {
       // The page itself says it was refused and why (User Metadata > Current Details).
       await openWorkflow(page, workflowId);
       await showCurrentDetails(page, 'Last verdict refused');
-      await page.getByText('names no attempt').first().waitFor({ timeout: UI_TIMEOUT_MS });
+      await showCurrentDetails(page, 'names no attempt');
       await screenshot(page, 'ui-verdict-refused.png');
 
       // The template exactly as the page shows it.
