@@ -216,10 +216,20 @@ export async function showCurrentDetails(page: Page, text: string): Promise<void
     .or(page.getByText('User Metadata', { exact: true }).filter({ visible: true }))
     .first();
   await tab.click({ timeout: UI_TIMEOUT_MS });
-  // The UI renders the details' Markdown in a sandboxed frame.
-  await page
-    .getByText(text)
-    .or(page.frameLocator('iframe').getByText(text))
-    .first()
-    .waitFor({ timeout: UI_TIMEOUT_MS });
+  // The UI renders the details' Markdown in a sandboxed frame: look in every frame.
+  const deadline = Date.now() + UI_TIMEOUT_MS;
+  for (;;) {
+    for (const frame of page.frames()) {
+      if (
+        await frame
+          .getByText(text)
+          .first()
+          .isVisible()
+          .catch(() => false)
+      )
+        return;
+    }
+    if (Date.now() > deadline) throw new Error(`the User Metadata tab does not show "${text}"`);
+    await page.waitForTimeout(250);
+  }
 }
