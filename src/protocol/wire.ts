@@ -78,8 +78,9 @@ export interface ReconcileInput extends UncertainDetails {
   searchAttributes?: boolean;
   /**
    * The attempt this reconcile judges: the fence of the uncertain attempt, from the store's key
-   * record. Attached to every verdict that names none, so a verdict meant for this run cannot
-   * decide a later attempt of the key. Absent in runs started before 0.2.0.
+   * record. Attached to a verdict that says `"attempt": "any"` (and, in runs held to 0.1, to one
+   * naming none), so it cannot decide a later attempt of the key. Absent in runs started before
+   * 0.2.0.
    */
   fence?: number;
   /**
