@@ -208,7 +208,8 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     instead?: unknown,
   ): void => {
     const refused = refuse(raw, error);
-    if (instead !== undefined) refused.instead = instead;
+    // Bounded as the input is: a verdict sent whole would be kept twice.
+    if (instead !== undefined) refused.instead = keptInput(instead).input;
     recordRefusal(refusal, via);
     lastRefused = refused;
     if (resolution === undefined) showWaiting();
@@ -218,7 +219,9 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
     ApplicationFailure.create({
       type: SideEffectFailureType.InvalidAction,
       message: refused.error,
-      ...(refused.instead === undefined ? {} : { details: [{ instead: refused.instead }] }),
+      ...(refused.instead === undefined
+        ? {}
+        : { details: [{ instead: keptInput(refused.instead).input }] }),
       nonRetryable: true,
     });
 
