@@ -159,7 +159,7 @@ describe('backlog gauges', () => {
       },
       `${expected.join(', ')} to be exported`,
     );
-    expect(counters.size).toBe(3);
+    expect(counters.size).toBe(4);
     // The histogram keeps its name under unitSuffix: no `_s` appended.
     expect(
       [...exported].filter((name) => /^sideeffect_.*_s_(bucket|sum|count)$/.test(name)),
