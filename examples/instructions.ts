@@ -38,8 +38,9 @@ export function resolveInstructions(input: InstructionsInput): Instructions {
   const pasteable = verdictJson(verdict);
   const by = verdict.by ?? 'you';
   const notApplied = { applied: false, reason: 'not in the bank export', by, fence: verdict.fence };
-  // A batch verdict names no attempt: each ReconcileWorkflow applies it to the one it judges.
-  const batchVerdict = { applied: false, reason: 'not in the bank export', by };
+  // One verdict for many keys cannot name each key's attempt: it says "any attempt" on purpose,
+  // and a verdict naming none is refused.
+  const batchVerdict = { applied: false, reason: 'not in the bank export', by, attempt: 'any' };
   const workflowId = reconcileWorkflowId(key);
   const cliVerdict = `--fence ${verdict.fence} ${
     verdict.applied
@@ -61,12 +62,19 @@ export function resolveInstructions(input: InstructionsInput): Instructions {
     `    npm run sideeffect -- resolve '${key}' ${cliVerdict} --reason ${JSON.stringify(verdict.reason)}`,
     `    temporal workflow signal --workflow-id '${workflowId}' --name resolve --input '${JSON.stringify(verdict)}'`,
     '',
-    `After an outage, every key waiting on ${resource} at once (the same verdict for each, so only "not applied"`,
-    'or a result nobody reads; per-key results go in a file, one JSON verdict a line):',
+    `Every verdict names the attempt you checked ("fence", --fence): the page shows the key's latest attempt, and a`,
+    'verdict about an earlier one must not decide it. One without is refused and shown on the page.',
+    '',
+    `After an outage, many keys waiting on ${resource}: first the dry run, listing each key's attempt (fence),`,
+    'when it started and what would be decided; compare it with the bank export:',
+    `    npm run sideeffect -- resolve --resource '${resource}' --any-attempt --not-applied --reason "not in the bank export" --dry-run`,
+    'then per-key verdicts, one JSON line each with the "fence" of the attempt checked (`sideeffect list --state uncertain -o jsonl`):',
+    '    npm run sideeffect -- resolve --from-file verdicts.jsonl --dry-run',
+    '    npm run sideeffect -- resolve --from-file verdicts.jsonl',
+    'or, only when the export shows no charge for any attempt of any of them, the same verdict for every attempt, said so:',
+    `    npm run sideeffect -- resolve --resource '${resource}' --any-attempt --not-applied --reason "not in the bank export"`,
     `    temporal workflow signal --query '${waitingQuery(resource)}' \\`,
     `      --name resolve --input '${JSON.stringify(batchVerdict)}' --reason "gateway outage" --yes`,
-    `    npm run sideeffect -- resolve --resource '${resource}' --any-attempt --not-applied --reason "not in the bank export" --dry-run`,
-    '    npm run sideeffect -- resolve --from-file verdicts.jsonl   # each line with its "fence"',
   ].join('\n');
   return { text, pasteable };
 }

@@ -14,6 +14,7 @@ import {
   type ReconcileInput,
 } from '../protocol/wire.js';
 import { type BreakerDefaults, BreakerGate } from './breaker-gate.js';
+import { attemptHistory } from './attempt-history.js';
 import type { AnyEffect } from './effect.js';
 import { effectActivity, probeActivity } from './effect-activity.js';
 import { type ReconcileActivities, reconcileActivities } from './reconcile-activities.js';
@@ -172,6 +173,10 @@ export function createSideEffectActivities(
 
   const reconcileInput = async (details: ReconcileInput): Promise<ReconcileInput> => ({
     ...details,
+    // Read once per run started: what the page shows to tell this attempt from earlier ones.
+    ...(details.fence === undefined
+      ? {}
+      : attemptHistory(await store.events(details.key), details.fence)),
     ...(remindEveryMs === undefined ? {} : { remindEveryMs }),
     searchAttributes: indexed() || ((await registration?.complete()) ?? false),
   });

@@ -40,9 +40,17 @@ export interface ResolveInput extends Verdict {
   /**
    * The attempt judged: its fence, the key's while it is uncertain (`sideeffect show`, the
    * `status` query). The store refuses a verdict for another attempt; the ReconcileWorkflow fills
-   * in its own when this is missing.
+   * in its own when this is missing (runs of 0.2 and runs held to 0.1 only: later runs refuse a
+   * verdict that names no attempt).
    */
   fence?: number;
+  /**
+   * `"any"` instead of `fence`: decide the attempt the ReconcileWorkflow run judges, whichever
+   * attempt was checked. Only for what holds for any attempt (the downstream has no trace of the
+   * key at all); the twin of `sideeffect resolve --any-attempt`. Refused with `fence`, and by
+   * runs held to 0.1 (`compatibleWith`), whose workers do not know it.
+   */
+  attempt?: 'any';
 }
 
 /**

@@ -13,6 +13,13 @@ export const RECONCILES_OPENED_METRIC = 'sideeffect_reconciles_opened';
 export const RECONCILES_RESOLVED_METRIC = 'sideeffect_reconciles_resolved';
 /** Counter, label `effect`: pending verdicts a worker's result check refused (the key stayed uncertain). */
 export const PENDING_VERDICTS_REFUSED_METRIC = 'sideeffect_pending_verdicts_refused';
+/**
+ * Counter, labels `refusal`, `via`: verdicts a ReconcileWorkflow refused, decided nothing with,
+ * and listed in its `status` query. `refusal` says why ({@link RefusalLabel}), `via` how it came
+ * (`signal`, `update`, `probe`). A rising
+ * `no_attempt` count means people or scripts still send verdicts that name no attempt.
+ */
+export const VERDICTS_REFUSED_METRIC = 'sideeffect_verdicts_refused';
 /** Histogram (seconds): from the reconcile's start to its verdict. */
 export const TIME_TO_RESOLUTION_METRIC = 'sideeffect_time_to_resolution_seconds';
 /** Gauge: uncertain keys in the store now (set by the sweeper). */
@@ -44,3 +51,11 @@ export type OutcomeLabel =
  * with an Update sent by `sideeffect resolve` counted as `cli`. Not who: that is the verdict's `by`.
  */
 export type DecidedByLabel = 'probe' | 'signal' | 'update' | 'cli' | 'store';
+
+/**
+ * Why a verdict was refused, as the `refusal` label: it named no attempt (`no_attempt`), still
+ * carried a template placeholder (`placeholder`), was malformed or failed the effect's check
+ * (`invalid`), came after the decision (`late`), or the store refused it (`store`: a stale
+ * attempt, a result the effect's check refused).
+ */
+export type RefusalLabel = 'no_attempt' | 'placeholder' | 'invalid' | 'late' | 'store';

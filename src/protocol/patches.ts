@@ -98,6 +98,16 @@ export const workflowPatches = {
    * the details are no commands), the marker only records where runs began to show them.
    */
   pendingVerdictsShown: { id: 'sideeffect-pending-verdicts-shown', since: '0.3' },
+  /**
+   * ReconcileWorkflow runs that refuse a `resolve` signal or Update naming no attempt (no
+   * `fence`): the page a person opens shows the key's latest run, so a fence-less verdict about
+   * an earlier attempt decided the latest one, which nobody checked (a second charge). Such runs
+   * take `"attempt": "any"` as the explicit way to decide whatever this run judges, and refuse
+   * the template's `result` placeholder. Asked only when a verdict names no fence (or carries
+   * that placeholder), so histories recorded before it, and runs held to 0.1, keep taking a
+   * fence-less verdict for the run's own attempt and refusing `attempt` as an unknown field.
+   */
+  verdictNamesAttempt: { id: 'sideeffect-verdict-names-attempt', since: '0.3' },
 } as const satisfies Record<string, { id: string; since: Minor }>;
 
 /** The name of one of the library's workflow patches (its id is {@link workflowPatches}`[name].id`). */

@@ -78,10 +78,23 @@ export interface ReconcileInput extends UncertainDetails {
   searchAttributes?: boolean;
   /**
    * The attempt this reconcile judges: the fence of the uncertain attempt, from the store's key
-   * record. Attached to every verdict that names none, so a verdict meant for this run cannot
-   * decide a later attempt of the key. Absent in runs started before 0.2.0.
+   * record. Attached to a verdict that says `"attempt": "any"` (and, in runs held to 0.1, to one
+   * naming none), so it cannot decide a later attempt of the key. Absent in runs started before
+   * 0.2.0.
    */
   fence?: number;
+  /**
+   * When the judged attempt started and ended, as the store recorded them: what a person matches
+   * against the downstream (together with the fence its writes carry) to tell this attempt from
+   * an earlier one. Set by workers of 0.3 on; absent before.
+   */
+  attempt?: AttemptTimes;
+  /**
+   * The verdicts on the key's earlier attempts (who, when, what), newest last and at most
+   * {@link MAX_EARLIER_VERDICTS}: a person who checked one of those attempts sees it was decided
+   * already. Set by workers of 0.3 on.
+   */
+  earlier?: EarlierVerdict[];
   /**
    * Continue as new past this many history events (or 1 MiB of history), even if the server
    * does not suggest it yet (it also does when `continueAsNewSuggested`); far below Temporal's
@@ -92,6 +105,27 @@ export interface ReconcileInput extends UncertainDetails {
   /** Set by the run this one continues: what a wait of months must not forget. */
   carried?: ReconcileCarried;
 }
+
+/** When one attempt ran, by the store's clock (ISO 8601). */
+export interface AttemptTimes {
+  /** When the attempt was granted (its apply began). */
+  startedAt?: string;
+  /** When it became uncertain. */
+  endedAt?: string;
+}
+
+/** A verdict on an earlier attempt of the key, as the store recorded it. */
+export interface EarlierVerdict {
+  fence: number;
+  applied: boolean;
+  by: string;
+  /** When it was recorded (ISO 8601). */
+  at: string;
+  reason: string;
+}
+
+/** The earlier verdicts a ReconcileWorkflow is told about: the latest ones, so its input stays small. */
+export const MAX_EARLIER_VERDICTS = 5;
 
 /** What a waiting ReconcileWorkflow hands to its next run when it continues as new. */
 export interface ReconcileCarried {
@@ -120,6 +154,11 @@ export interface RejectedResolve {
   inputChars?: number;
   /** The signal refused when it was not `resolve` (say a malformed `subscribe` sent from the UI). */
   signal?: string;
+  /**
+   * For a verdict refused because it named no attempt: the same verdict with the attempt to fill
+   * in (a placeholder naming the latest), to send once the person knows which attempt they checked.
+   */
+  instead?: unknown;
 }
 
 /**
@@ -159,6 +198,10 @@ export interface ReconcileStatus {
   state: 'checking' | 'probing' | 'waiting' | 'resolving' | 'resolved';
   /** The attempt judged, by its fence (see {@link ReconcileInput.fence}). */
   fence?: number;
+  /** When the judged attempt started and ended (see {@link ReconcileInput.attempt}). */
+  attempt?: AttemptTimes;
+  /** The verdicts on the key's earlier attempts (see {@link ReconcileInput.earlier}). */
+  earlier?: EarlierVerdict[];
   waitingSince: string;
   rejected: RejectedResolve[];
   subscribers: string[];
@@ -192,7 +235,7 @@ export interface Reconciled extends Verdict {
 /** The workflow id of the one ReconcileWorkflow per key. */
 export const reconcileWorkflowId = (key: string): string => `reconcile/${key}`;
 
-/** Operators: `temporal workflow signal --workflow-id reconcile/<key> --name resolve --input '{"applied":false,"reason":"..."}'`. */
+/** Operators: `temporal workflow signal --workflow-id reconcile/<key> --name resolve --input '{"applied":false,"reason":"...","fence":N}'`. */
 export const resolveSignal = defineSignal<[ResolveInput]>('resolve');
 /** Programmatic callers: rejected synchronously by its validator when malformed; answers the final resolution. */
 export const resolveUpdate = defineUpdate<ReconcileResolution, [ResolveInput]>('resolve');

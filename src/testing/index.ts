@@ -241,14 +241,20 @@ export async function waitForReconcile(
 /**
  * Sends `verdict` to `key`'s ReconcileWorkflow through the resolve Update and returns how it
  * ended, as `sideeffect resolve` does: the waiting workflow then gets the recorded result
- * (applied) or runs the effect again (not applied).
+ * (applied) or runs the effect again (not applied). A verdict that names no attempt is sent
+ * for the attempt the run judges now (its `status` query's fence), as a test means it: the
+ * workflow refuses a verdict naming none.
  */
 export async function resolve(
   client: Client,
   key: string,
   verdict: ResolveInput,
 ): Promise<ReconcileResolution> {
-  return client.workflow.getHandle(reconcileWorkflowId(key)).executeUpdate(resolveUpdate, {
-    args: [verdict],
-  });
+  const handle = client.workflow.getHandle(reconcileWorkflowId(key));
+  let named = verdict;
+  if (verdict.fence === undefined && verdict.attempt === undefined) {
+    const { fence } = await handle.query(statusQuery);
+    named = fence === undefined ? { ...verdict, attempt: 'any' } : { ...verdict, fence };
+  }
+  return handle.executeUpdate(resolveUpdate, { args: [named] });
 }

@@ -13,6 +13,8 @@
 export { SideEffectFailureType } from '../protocol/failures.js';
 export * from '../protocol/metrics.js';
 export {
+  type AttemptTimes,
+  type EarlierVerdict,
   libraryActivityNames,
   type ReconcileInput,
   type ReconcileResolution,

@@ -9,7 +9,9 @@ import {
 import {
   type DecidedByLabel,
   RECONCILES_RESOLVED_METRIC,
+  type RefusalLabel,
   TIME_TO_RESOLUTION_METRIC,
+  VERDICTS_REFUSED_METRIC,
 } from '../protocol/metrics.js';
 import {
   libraryActivityNames,
@@ -17,8 +19,6 @@ import {
   type ReconcileResolution,
   reconciledSignal,
   searchAttributeKeys,
-  verdictJson,
-  waitingQuery,
 } from '../protocol/wire.js';
 import { takePatch } from './patch.js';
 
@@ -71,41 +71,6 @@ export function carries(
   return (info.searchAttributes?.[attribute.name]?.length ?? 0) > 0;
 }
 
-/**
- * The workflow's details in the UI: what to check and the verdicts to paste,
- * laid out as the signal form lays them out, so the first Submit sends.
- */
-export function waitingDetails(
-  key: string,
-  resource: string,
-  reason: string,
-  fence?: number,
-): string {
-  const attempt = fence === undefined ? {} : { fence };
-  // No `result` placeholder: pasted as is, `null` (or any stand-in) could become the recorded
-  // result. Without one, the effect's check refuses it unless the effect returns nothing.
-  const applied = verdictJson({
-    applied: true,
-    reason: 'found in the downstream',
-    by: 'your name',
-    ...attempt,
-  });
-  const notApplied = verdictJson({
-    applied: false,
-    reason: 'not in the downstream',
-    by: 'your name',
-    ...attempt,
-  });
-  return [
-    `**Outcome uncertain** for key \`${key}\` on \`${resource}\`: ${reason}.`,
-    'Check the downstream, then More Actions > Send a Signal, name `resolve`, with either (add `"result": <what the effect returned>`; only an effect declared `result: \'void\'` takes it without one):',
-    `\`\`\`json\n${applied}\n\`\`\``,
-    'or, if it never took effect:',
-    `\`\`\`json\n${notApplied}\n\`\`\``,
-    `The \`status\` query shows refused signals. Every key waiting on this resource: \`${waitingQuery(resource)}\``,
-  ].join('\n\n');
-}
-
 /** Metrics only (no commands): safe to emit on any code path, dropped by the SDK during replay. */
 export function recordResolution(decidedBy: DecidedByLabel, applied: boolean, since: string): void {
   metricMeter
@@ -124,6 +89,13 @@ export function recordResolution(decidedBy: DecidedByLabel, applied: boolean, si
       'from the reconcile start to its verdict, in seconds',
     )
     .record((Date.now() - Date.parse(since)) / 1000, { decided_by: decidedBy });
+}
+
+/** Metrics only: a verdict this run refused (see {@link VERDICTS_REFUSED_METRIC}). */
+export function recordRefusal(refusal: RefusalLabel, via: 'signal' | 'update' | 'probe'): void {
+  metricMeter
+    .createCounter(VERDICTS_REFUSED_METRIC, 'verdicts', 'verdicts a reconcile refused')
+    .add(1, { refusal, via });
 }
 
 /** The effect's probe's answer; a probe that fails leaves the decision to a person (null). */

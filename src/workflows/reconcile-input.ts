@@ -63,7 +63,7 @@ export function keptInput(raw: unknown): Pick<RejectedResolve, 'input' | 'inputC
 
 /** What the UI's signal list says about `resolve`. */
 export const RESOLVE_SIGNAL_DESCRIPTION =
-  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "...", "fence": <the attempt you checked>} or {"applied": false, "reason": "...", "by": "...", "fence": <the attempt you checked>}; the fence is in the details above and the status query, and a verdict for another attempt is refused. Without "result", "applied": true is refused unless the effect declares result: \'void\'. First resolution wins; a malformed one, or a result the effect\'s check refuses, is listed by the status query and ignored. Safe to batch over the SideEffectState="waiting" query when every key gets the same verdict.';
+  'Decide this uncertain key after checking the downstream: {"applied": true, "result": <what the effect returned>, "reason": "...", "by": "...", "fence": <the attempt you checked>} or {"applied": false, "reason": "...", "by": "...", "fence": <the attempt you checked>}. The details above list this run\'s attempt (fence, start, end) and the verdicts on earlier ones; a verdict without "fence" is refused, one for an attempt no longer uncertain too. "attempt": "any" instead of "fence" decides this run\'s attempt whatever you checked: only when what you found holds for any attempt (the only form a batch over SideEffectState="waiting" can send: run `sideeffect resolve --resource R --any-attempt --dry-run` first). Without "result", "applied": true is refused unless the effect declares result: \'void\'. First resolution wins; a refused verdict is shown in the details and listed by the status query, and decides nothing.';
 /** What the UI says about `subscribe`: not for people. */
 export const SUBSCRIBE_SIGNAL_DESCRIPTION =
   'Internal, not for people: sent by an effect call (proxySideEffects) in a workflow waiting on this key, to be told the verdict. A malformed one is listed by the status query and ignored.';
@@ -72,7 +72,7 @@ export const RECHECK_SIGNAL_DESCRIPTION =
   'Read the key from the store now and end if it was decided there (sent by `sideeffect resolve` after recording a verdict in the store); also upserts the search attributes registered since this run started. Takes no input; harmless to send.';
 /** What the UI says about the `status` query. */
 export const STATUS_QUERY_DESCRIPTION =
-  'Where this reconcile stands: key, resource, reason, fence, state, and the refused resolve signals with why.';
+  'Where this reconcile stands: key, resource, reason, the attempt judged (fence, start, end), the verdicts on earlier attempts, state, and the refused verdicts with why (and, for one naming no attempt, the verdict to send instead).';
 /** What the UI says about the `resolve` Update. */
 export const RESOLVE_UPDATE_DESCRIPTION =
   'Decide this uncertain key and wait for the final resolution; refused synchronously when malformed. Same input as the resolve signal.';

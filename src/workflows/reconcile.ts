@@ -15,7 +15,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { SideEffectFailureType } from '../protocol/failures.js';
-import { type DecidedByLabel, RECONCILES_OPENED_METRIC } from '../protocol/metrics.js';
+import {
+  type DecidedByLabel,
+  RECONCILES_OPENED_METRIC,
+  type RefusalLabel,
+} from '../protocol/metrics.js';
 import { resolveInputError } from '../protocol/resolve-input.js';
 import { subscriptionError } from '../protocol/signal-input.js';
 import {
@@ -46,10 +50,11 @@ import {
   carries,
   notifySubscribers,
   probe,
+  recordRefusal,
   recordResolution,
   upsertLateSearchAttributes,
-  waitingDetails,
 } from './reconcile-actions.js';
+import { waitingDetails } from './reconcile-details.js';
 import {
   describe,
   heldFenceError,
@@ -67,6 +72,7 @@ import {
   SUBSCRIBE_SIGNAL_DESCRIPTION,
 } from './reconcile-input.js';
 import { readStore } from './store-read.js';
+import { type AttemptRefusal, attemptRefusal, judgedVerdict } from './verdict-attempt.js';
 
 const HOUR = 60 * 60 * 1000;
 /**
@@ -122,8 +128,10 @@ setWorkflowOptions(
  * `reconcile/<key>`. It asks the effect's probe first; if the probe cannot
  * tell, it waits for a person's `resolve` signal (UI, CLI) or Update, records
  * the verdict in the store (first resolution wins), tells every subscribed
- * workflow, and returns the resolution. A malformed signal is kept in the
- * `status` query and ignored, so a typo never decides a payment.
+ * workflow, and returns the resolution. A malformed signal, or a verdict that
+ * names no attempt (no `fence`, no `"attempt": "any"`), is kept in the `status`
+ * query and ignored, so neither a typo nor a verdict about an earlier attempt
+ * decides a payment.
  */
 export async function ReconcileWorkflow(input: ReconcileInput): Promise<ReconcileResolution> {
   const { key, resource, reason, effect, carried } = input;
@@ -160,29 +168,74 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
   };
   // Verdicts pending in the store on this attempt, as the last store read found them.
   let pendingShown: PendingVerdictSummary[] = [];
-  let details = '';
   const showPending = (waiting: PendingVerdictSummary[]): void => {
     if (waiting.length === 0 && pendingShown.length === 0) return;
     if (!takePatch('pendingVerdictsShown')) return;
     pendingShown = waiting;
-    setCurrentDetails(
-      waiting.length === 0
-        ? details
-        : `${details}
-
-${pendingDetails(key, waiting)}`,
-    );
+    showWaiting();
   };
-  const refuse = (raw: unknown, error: string, signal?: string): void => {
-    rejected.push({
+  const refuse = (raw: unknown, error: string, signal?: string): RejectedResolve => {
+    const refused: RejectedResolve = {
       at: new Date().toISOString(),
       ...keptInput(raw),
       error,
       ...(signal ? { signal } : {}),
-    });
+    };
+    rejected.push(refused);
     if (rejected.length > MAX_REJECTED) rejected.shift();
     log.warn(`${signal ?? 'resolve'} refused; still waiting`, { key, error });
+    return refused;
   };
+  // The attempt this run judges, as its details and its refusals name it.
+  const judgedAttempt = {
+    ...(input.fence === undefined ? {} : { fence: input.fence }),
+    ...(input.attempt?.startedAt === undefined ? {} : { startedAt: input.attempt.startedAt }),
+    ...(input.earlier === undefined ? {} : { earlier: input.earlier }),
+  };
+  // A run held to 0.1 judges its own attempt and refuses `fence`: its templates carry none.
+  const namesAttempt = !holds('verdictNamesAttempt') && !holds('resolveSignalFence');
+  let lastRefused: RejectedResolve | undefined;
+  /** The page's details: rewritten on each refused verdict, so the person who sent it sees why. */
+  const showWaiting = (): void => {
+    const waiting = waitingDetails({
+      key,
+      resource,
+      reason,
+      ...(input.fence === undefined ? {} : { fence: input.fence }),
+      ...(input.attempt === undefined ? {} : { attempt: input.attempt }),
+      ...(input.earlier === undefined ? {} : { earlier: input.earlier }),
+      namesAttempt,
+      ...(lastRefused === undefined ? {} : { lastRefused }),
+    });
+    setCurrentDetails(
+      pendingShown.length === 0 ? waiting : `${waiting}\n\n${pendingDetails(key, pendingShown)}`,
+    );
+  };
+  /** A refused verdict: listed in `status`, logged, counted, and shown on the page while it waits. */
+  const refuseVerdict = (
+    raw: unknown,
+    error: string,
+    refusal: RefusalLabel,
+    via: 'signal' | 'update' | 'probe',
+    instead?: unknown,
+  ): void => {
+    const refused = refuse(raw, error);
+    // Bounded as the input is: a verdict sent whole would be kept twice.
+    if (instead !== undefined) refused.instead = keptInput(instead).input;
+    recordRefusal(refusal, via);
+    lastRefused = refused;
+    if (resolution === undefined) showWaiting();
+  };
+  /** An Update refused for the attempt it names fails with the same words the status query keeps. */
+  const attemptFailure = (refused: AttemptRefusal) =>
+    ApplicationFailure.create({
+      type: SideEffectFailureType.InvalidAction,
+      message: refused.error,
+      ...(refused.instead === undefined
+        ? {}
+        : { details: [{ instead: keptInput(refused.instead).input }] }),
+      nonRetryable: true,
+    });
 
   setHandler(
     subscribeSignal,
@@ -220,9 +273,17 @@ ${pendingDetails(key, waiting)}`,
         resolveInputError(raw) ??
         (oversized && takePatch('resolveSizeLimit') ? oversized : undefined) ??
         heldFenceError(raw, input.fence);
-      if (error) refuse(raw, error);
+      const unnamed = error ? undefined : attemptRefusal(raw as ResolveInput, judgedAttempt);
+      if (error) refuseVerdict(raw, error, 'invalid', 'signal');
+      else if (unnamed)
+        refuseVerdict(raw, unnamed.error, unnamed.refusal, 'signal', unnamed.instead);
       else if (offer)
-        refuse(raw, `${lateVerdict(offer)}: first resolution wins, this one is ignored`);
+        refuseVerdict(
+          raw,
+          `${lateVerdict(offer)}: first resolution wins, this one is ignored`,
+          'late',
+          'signal',
+        );
       else
         offer = {
           resolution: raw as ResolveInput,
@@ -236,6 +297,11 @@ ${pendingDetails(key, waiting)}`,
   setHandler(
     resolveUpdate,
     async (resolutionInput) => {
+      const unnamed = attemptRefusal(resolutionInput, judgedAttempt);
+      if (unnamed) {
+        refuseVerdict(resolutionInput, unnamed.error, unnamed.refusal, 'update', unnamed.instead);
+        throw attemptFailure(unnamed);
+      }
       const updateId = currentUpdateInfo()?.id;
       const cli = updateId?.startsWith(CLI_UPDATE_ID_PREFIX) === true;
       const mine: Offer = {
@@ -282,6 +348,8 @@ ${pendingDetails(key, waiting)}`,
       };
       if (effect) status.effect = effect;
       if (input.fence !== undefined) status.fence = input.fence;
+      if (input.attempt !== undefined) status.attempt = input.attempt;
+      if (input.earlier !== undefined) status.earlier = input.earlier;
       if (resolution) status.resolution = resolution;
       if (pendingShown.length > 0) status.pending = [...pendingShown];
       return status;
@@ -298,14 +366,7 @@ ${pendingDetails(key, waiting)}`,
       { key: searchAttributeKeys.state, value: 'waiting' },
     ]);
   }
-  // A run that refuses a fenced signal offers a template without one.
-  details = waitingDetails(
-    key,
-    resource,
-    reason,
-    holds('resolveSignalFence') ? undefined : input.fence,
-  );
-  setCurrentDetails(details);
+  showWaiting();
   // Once per uncertain attempt, not again after a continue-as-new.
   if (workflowInfo().continuedFromExecutionRunId === undefined)
     metricMeter
@@ -344,10 +405,7 @@ ${pendingDetails(key, waiting)}`,
       state = 'resolving';
       const current = offer;
       // A verdict judges this run's attempt unless it names one itself.
-      const judged =
-        current.resolution.fence === undefined && input.fence !== undefined
-          ? { ...current.resolution, fence: input.fence }
-          : current.resolution;
+      const judged = judgedVerdict(current.resolution, input.fence);
       try {
         // Asked where runs that took it recorded its marker, so their histories replay; the
         // context goes to the activity in every run, since activity arguments are no command:
@@ -365,7 +423,14 @@ ${pendingDetails(key, waiting)}`,
         const refused = refusal(error);
         if (refused === undefined) throw error;
         current.refused = refused;
-        refuse(current.resolution, refused.message);
+        refuseVerdict(
+          current.resolution,
+          refused.message,
+          'store',
+          current.decidedBy === 'update' || current.decidedBy === 'probe'
+            ? current.decidedBy
+            : 'signal',
+        );
         offer = undefined;
       }
       continue;

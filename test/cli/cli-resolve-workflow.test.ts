@@ -73,7 +73,12 @@ describe('sideeffect resolve racing the UI signal', () => {
 
   it('the UI signal first: the CLI is told who won and exits 1', async () => {
     const { key, handle } = await waitingReconcile();
-    await handle.signal(resolveSignal, { applied: false, reason: 'not in the bank', by: 'ui:bob' });
+    await handle.signal(resolveSignal, {
+      applied: false,
+      reason: 'not in the bank',
+      by: 'ui:bob',
+      attempt: 'any',
+    });
     const resolution = await handle.result();
     expect(resolution).toMatchObject({ applied: false, by: 'ui:bob', decidedBy: 'signal' });
     const ran = await cli([
@@ -137,10 +142,17 @@ describe('sideeffect resolve racing the UI signal', () => {
         'ann',
         '--json',
       ]),
-      handle.signal(resolveSignal, { applied: false, reason: 'ui verdict', by: 'ui:bob' }).then(
-        () => true,
-        () => false,
-      ),
+      handle
+        .signal(resolveSignal, {
+          applied: false,
+          reason: 'ui verdict',
+          by: 'ui:bob',
+          attempt: 'any',
+        })
+        .then(
+          () => true,
+          () => false,
+        ),
     ]);
     const resolution = await handle.result();
     const report = JSON.parse(ran.stdout);
@@ -182,10 +194,16 @@ describe('sideeffect resolve racing the UI signal', () => {
       },
     ]);
 
-    await handle.signal(resolveSignal, { applied: true, result: null, reason: 'seen', by: 'ui' });
+    await handle.signal(resolveSignal, {
+      applied: true,
+      result: null,
+      reason: 'seen',
+      by: 'ui',
+      attempt: 'any',
+    });
     await expect(
       handle.executeUpdate(resolveUpdate, {
-        args: [{ applied: true, result: { id: ['x'] }, reason: 'seen', by: 'api' }],
+        args: [{ applied: true, result: { id: ['x'] }, reason: 'seen', by: 'api', attempt: 'any' }],
       }),
     ).rejects.toThrow(WorkflowUpdateFailedError);
     const { rejected, state } = await handle.query(statusQuery);
@@ -314,7 +332,12 @@ describe('sideeffect resolve racing the UI signal', () => {
     });
     await consoleClient.workflow
       .getHandle(reconcileWorkflowId(signalled.key))
-      .signal(resolveSignal, { applied: false, reason: 'not in the bank', by: 'you' });
+      .signal(resolveSignal, {
+        applied: false,
+        reason: 'not in the bank',
+        by: 'you',
+        attempt: 'any',
+      });
     await signalled.handle.result();
     expect((await fx.store.events(signalled.key)).at(-1)).toMatchObject({
       from: 'uncertain',

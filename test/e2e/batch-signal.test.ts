@@ -2,8 +2,8 @@
  * After an outage an operator decides many keys at once with Temporal's own batch signal over a
  * visibility query on our search attributes: `temporal workflow signal --query '<waiting on
  * resource R>' --name resolve --input <verdict> --yes`. Ten keys wait on two resources; the batch
- * names one resource: exactly its five keys resolve (each ReconcileWorkflow applies the verdict to
- * its own key), the other five keep waiting, and the server-side batch job is listed on the UI's
+ * names one resource and says `"attempt": "any"`: exactly its five keys resolve (each
+ * ReconcileWorkflow applies the verdict to its own key and attempt), the other five keep waiting, and the server-side batch job is listed on the UI's
  * Batch page (real Chromium against the dev server's UI).
  *
  * Needs: the dev server (search attributes registered by temporal-dev.sh), Postgres, /usr/bin/chromium.
@@ -87,6 +87,7 @@ describe('batch verdicts through Temporal batch signal', () => {
       );
     }
 
+    // One verdict for many keys cannot name each key's attempt: it says "any attempt" on purpose.
     const verdict = { applied: false, reason: 'bank export: no such charge', by: 'ops-batch' };
     const started = await temporalCli([
       'workflow',
@@ -96,7 +97,7 @@ describe('batch verdicts through Temporal batch signal', () => {
       '--name',
       resolveSignal.name,
       '--input',
-      verdictJson(verdict),
+      verdictJson({ ...verdict, attempt: 'any' }),
       '--reason',
       `gateway outage on ${bankA}`,
       '--yes',

@@ -204,3 +204,32 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   await page.screenshot({ path: file });
   return file;
 }
+
+/**
+ * Opens the workflow page's User Metadata tab, where the UI shows the run's Current Details (what
+ * the workflow set with `setCurrentDetails`), and waits until it shows `text`.
+ */
+export async function showCurrentDetails(page: Page, text: string): Promise<void> {
+  const tab = page
+    .getByRole('tab', { name: 'User Metadata' })
+    .or(page.getByRole('link', { name: 'User Metadata' }))
+    .or(page.getByText('User Metadata', { exact: true }).filter({ visible: true }))
+    .first();
+  await tab.click({ timeout: UI_TIMEOUT_MS });
+  // The UI renders the details' Markdown in a sandboxed frame: look in every frame.
+  const deadline = Date.now() + UI_TIMEOUT_MS;
+  for (;;) {
+    for (const frame of page.frames()) {
+      if (
+        await frame
+          .getByText(text)
+          .first()
+          .isVisible()
+          .catch(() => false)
+      )
+        return;
+    }
+    if (Date.now() > deadline) throw new Error(`the User Metadata tab does not show "${text}"`);
+    await page.waitForTimeout(250);
+  }
+}

@@ -269,16 +269,22 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     expect(await taskFailures(caller)).toBe(0);
     expect(await taskFailures(reconcile)).toBe(0);
 
-    // The operator pastes the `applied` template the workflow's details show, without adding the
-    // result (0.1's template had `"result": null`): the effect declares no result check and its
-    // typed caller needs the real receipt. Refused, listed with why, and neither workflow is wedged.
+    // The operator pastes the `applied` template the workflow's details show, unchanged (0.1's
+    // template had `"result": null`, 0.2's no result and no attempt): its placeholders are text,
+    // refused, listed with why and shown on the page, and neither workflow is wedged.
     const { currentDetails } = await reconcile.query<{ currentDetails?: string }>(
       '__temporal_workflow_metadata',
     );
     expect(currentDetails).not.toContain('"result": null');
     // The template as the UI shows it, pasted unchanged.
     const template = /```json\n([\s\S]*?)\n```/.exec(currentDetails ?? '')?.[1];
-    expect(JSON.parse(template ?? 'null')).toMatchObject({ applied: true });
+    expect(JSON.parse(template ?? 'null')).toEqual({
+      applied: true,
+      result: '<what the effect returned, as JSON>',
+      reason: 'found in the downstream',
+      by: 'your name',
+      fence: `<the attempt you checked: ${waiting.fence} is the latest>`,
+    });
     const bare = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     try {
       await openWorkflow(bare, reconcile.workflowId);
@@ -295,12 +301,17 @@ describe('resolving an uncertain side effect from the Temporal web UI', () => {
     const bareRefused = await waitFor(
       async () => {
         const status = await reconcile.query(statusQuery);
-        return status.rejected.some((r) => r.error.includes('applied without a result'))
+        return status.rejected.some((r) => r.error.includes("the template's placeholder"))
           ? status
           : undefined;
       },
-      () => 'the verdict without a result to be refused',
+      () => 'the template sent unchanged to be refused',
     );
+    const { currentDetails: refusedDetails } = await reconcile.query<{ currentDetails?: string }>(
+      '__temporal_workflow_metadata',
+    );
+    expect(refusedDetails).toContain('**Last verdict refused**');
+    expect(refusedDetails).toContain("fence is still the template's placeholder");
     expect(bareRefused.state).toBe('waiting');
     expect((await store.inspect(key))?.state).toBe('uncertain');
     expect(await taskFailures(caller)).toBe(0);

@@ -398,7 +398,12 @@ describe('bad input changes nothing', () => {
     expect((await store.inspect(uncertain.key))?.state).toBe('uncertain');
 
     // A valid verdict decides; the key is free (not applied) and the workflow returns it.
-    await reconcile.signal(resolveSignal, { applied: false, reason: 'not in the ledger', by: 't' });
+    await reconcile.signal(resolveSignal, {
+      applied: false,
+      reason: 'not in the ledger',
+      by: 't',
+      fence: (await store.inspect(uncertain.key))!.fence,
+    });
     const resolution = (await reconcile.result()) as ReconcileResolution;
     expect(resolution).toMatchObject({ applied: false, decidedBy: 'signal' });
     expect((await store.inspect(uncertain.key))?.state).toBe('free');
@@ -431,8 +436,14 @@ describe('bad input changes nothing', () => {
       result: { receipt: 'first' },
       reason: 'found it in the bank',
       by: 'ann',
+      fence: (await store.inspect(contested.key))!.fence,
     });
-    await reconcile.signal(resolveSignal, { applied: false, reason: 'not in the bank', by: 'bob' });
+    await reconcile.signal(resolveSignal, {
+      applied: false,
+      reason: 'not in the bank',
+      by: 'bob',
+      fence: (await store.inspect(contested.key))!.fence,
+    });
     const resolution = (await reconcile.result()) as ReconcileResolution;
     const record = await store.inspect(contested.key);
     const status = await reconcile.query(statusQuery);

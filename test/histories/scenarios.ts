@@ -120,6 +120,27 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined>): Pr
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * Sends a verdict from a person the way either kind of run takes it: naming the attempt (`fence`),
+ * which a run held to 0.1 refuses as an unknown field; then, only once that refusal shows, without
+ * it, as 0.1.0 takes it. A run of this release never receives the fence-less one (it would refuse
+ * it for naming no attempt), so the patches its history takes stay the same from run to run.
+ */
+async function decideBySignal(
+  handle: WorkflowHandle,
+  verdict: Record<string, unknown>,
+): Promise<void> {
+  const { fence } = await handle.query(statusQuery);
+  await handle.signal(resolveSignal, { ...verdict, fence } as never);
+  const held = await waitFor('the verdict naming its attempt to decide or be refused', async () => {
+    const status = await handle.query(statusQuery);
+    if (status.rejected.some((rejected) => rejected.error.startsWith('unknown field(s) fence')))
+      return true;
+    return status.state === 'resolving' || status.state === 'resolved' ? false : undefined;
+  });
+  if (held) await handle.signal(resolveSignal, verdict as never);
+}
+
+/**
  * Runs every scenario on `taskQueue` (whose worker runs ./workflows.ts's frozen callers) and
  * returns their histories, named as test/histories/0.1.0/ names them. `tag` starts every workflow
  * id and account, so two runs on one server never meet.
@@ -182,7 +203,7 @@ export async function runScenarios(
     'waiting for a person: a malformed signal refused, reminders every second',
     signalled,
   );
-  await signalled.signal(resolveSignal, {
+  await decideBySignal(signalled, {
     applied: true,
     result: { receipt: 'r-3' },
     reason: 'the bank export lists it',
@@ -206,8 +227,17 @@ export async function runScenarios(
   // As `sideeffect resolve` sends after a verdict recorded in the store only (here: none yet).
   await updated.signal(recheckSignal);
   await sleep(1_500);
+  // The Update takes `fence` in every run, held or not.
+  const { fence: updatedFence } = await updated.query(statusQuery);
   await updated.executeUpdate(resolveUpdate, {
-    args: [{ applied: false, reason: 'not in the bank export', by: 'ops@example.com' }],
+    args: [
+      {
+        applied: false,
+        reason: 'not in the bank export',
+        by: 'ops@example.com',
+        fence: updatedFence!,
+      },
+    ],
   });
   await byUpdate.result();
   await record(
@@ -277,13 +307,10 @@ export async function runScenarios(
       .catch(() => true);
     if (!refused) throw new Error(`${JSON.stringify(input)} was not refused`);
   };
-  await refusedUpdate({ applied: true, result: null });
+  await refusedUpdate({ applied: true, result: null, fence });
   await refusedUpdate({ applied: false, fence: (fence ?? 0) + 7 });
   const receipt = { applied: true, result: { receipt: 'r-8' }, ...verdict };
-  await refusing.signal(resolveSignal, { ...receipt, fence } as never);
-  await sleep(1_500);
-  // Without the option the fenced signal already decided, and the run may have ended.
-  await refusing.signal(resolveSignal, receipt).catch(() => undefined);
+  await decideBySignal(refusing, receipt);
   const decided = (await refusals.result()) as { result: unknown };
   if (JSON.stringify(decided.result) !== JSON.stringify({ receipt: 'r-8' }))
     throw new Error(`the caller returned ${JSON.stringify(decided)}`);
@@ -317,7 +344,7 @@ export async function runScenarios(
     result: { receipt: 'FORGED' },
   });
   await sleep(1_500);
-  await forgedReconcile.signal(resolveSignal, {
+  await decideBySignal(forgedReconcile, {
     applied: true,
     result: { receipt: 'r-9' },
     reason: 'the bank export lists it',

@@ -239,7 +239,9 @@ describe('a Worker with an encryption codec', () => {
       // A verdict the effect's check refuses, with the card in its result.
       await expect(
         reconcile.executeUpdate(resolveUpdate, {
-          args: [{ applied: true, result: { card: CARD }, reason: 'seen', by: 'ops' }],
+          args: [
+            { applied: true, result: { card: CARD }, reason: 'seen', by: 'ops', attempt: 'any' },
+          ],
         }),
       ).rejects.toThrow(WorkflowUpdateFailedError);
       const { rejected } = await reconcile.query(statusQuery);
@@ -247,7 +249,9 @@ describe('a Worker with an encryption codec', () => {
         expect.stringMatching(/an object with field\(s\) card does not pass/),
       ]);
       await reconcile.executeUpdate(resolveUpdate, {
-        args: [{ applied: true, result: { chargeId: 7 }, reason: 'seen', by: 'ops' }],
+        args: [
+          { applied: true, result: { chargeId: 7 }, reason: 'seen', by: 'ops', attempt: 'any' },
+        ],
       });
       expect(await order.result()).toMatchObject({ result: { chargeId: 7 } });
 

@@ -118,7 +118,13 @@ describe('the apply signal', () => {
     expect((await store.inspect(oldKey))?.state).toBe('uncertain');
     await h.waitForReconcile(oldKey, 'waiting');
     await h.reconcile(oldKey).executeUpdate(resolveUpdate, {
-      args: [{ applied: false, reason: 'the late write was refused by the fence' }],
+      args: [
+        {
+          applied: false,
+          reason: 'the late write was refused by the fence',
+          fence: (await store.inspect(oldKey))!.fence,
+        },
+      ],
     });
     const rerun = (await old.result()) as SideEffectOutcome<{ fence: number }>;
     expect(rerun.outcome).toBe('applied');
@@ -169,7 +175,14 @@ describe('the apply signal', () => {
     expect((await h.reconcile(key).describe()).runId).toBe(runId);
 
     const resolution = await h.reconcile(key).executeUpdate(resolveUpdate, {
-      args: [{ applied: false, reason: 'cancelled before anything was written', by: 'ops' }],
+      args: [
+        {
+          applied: false,
+          reason: 'cancelled before anything was written',
+          by: 'ops',
+          fence: (await store.inspect(key))!.fence,
+        },
+      ],
     });
     expect(resolution).toMatchObject({ applied: false, decidedBy: 'update' });
     expect((await store.inspect(key))?.state).toBe('free');

@@ -189,6 +189,7 @@ describe('a reconcile that waits for months', () => {
       result: { receipt: 'r-ops' },
       reason: 'found in the ledger',
       by: 'ops',
+      attempt: 'any',
     });
     const outcome = (await caller.result()) as SideEffectOutcome<unknown>;
     expect(outcome).toEqual({ outcome: 'reconciled', result: { receipt: 'r-ops' }, key });

@@ -162,14 +162,23 @@ describe("metrics on the worker's Prometheus endpoint", () => {
     expect(resolved.code, resolved.stderr).toBe(0);
     await waitFor(async () => {
       try {
-        await client.workflow
-          .getHandle(reconcileWorkflowId(signalKey))
-          .signal(resolveSignal, { applied: false, reason: 'not in the bank export', by: 'ops' });
+        // Naming no attempt: refused, and counted.
+        await client.workflow.getHandle(reconcileWorkflowId(signalKey)).signal(resolveSignal, {
+          applied: false,
+          reason: 'not in the bank export',
+          by: 'ops',
+        });
         return true;
       } catch {
         return undefined;
       }
     }, `reconcile/${signalKey} to take a signal`);
+    await client.workflow.getHandle(reconcileWorkflowId(signalKey)).signal(resolveSignal, {
+      applied: false,
+      reason: 'not in the bank export',
+      by: 'ops',
+      attempt: 'any',
+    });
     await Promise.all([viaCli.result(), viaSignal.result()]);
 
     // Decided: the gauges fall back, and every counter moved by exactly what happened.
@@ -196,6 +205,13 @@ describe("metrics on the worker's Prometheus endpoint", () => {
     expect(resolvedBy('probe', 'applied')).toBe(1);
     expect(resolvedBy('cli', 'not_applied')).toBe(1);
     expect(resolvedBy('signal', 'not_applied')).toBe(1);
+    expect(
+      total(after, 'sideeffect_verdicts_refused', {
+        ...ours,
+        refusal: 'no_attempt',
+        via: 'signal',
+      }),
+    ).toBe(1);
     expect(total(after, 'sideeffect_time_to_resolution_seconds_count', ours)).toBe(3);
     expect(total(after, 'sideeffect_time_to_resolution_seconds_sum', ours)).toBeGreaterThan(0);
     expect(total(after, 'sideeffect_uncertain_oldest_age_seconds')).toBe(0);

@@ -112,6 +112,7 @@ describe('reconciling an uncertain side effect', () => {
         result: { receipt: 'r-checked' },
         reason: 'found in the ledger',
         by: 'ops@example.com',
+        fence: status.fence,
       }),
     );
 
@@ -140,11 +141,11 @@ describe('reconciling an uncertain side effect', () => {
       activity,
     ]);
     const key = `${handle.workflowId}/order`;
-    await h.waitForReconcile(key, 'waiting');
+    const { fence } = await h.waitForReconcile(key, 'waiting');
     expect(ledger.byKey(key)).toHaveLength(0);
     await signalResolveWithCli(
       key,
-      '{"applied": false, "reason": "not in the ledger", "by": "ops"}',
+      `{"applied": false, "reason": "not in the ledger", "by": "ops", "fence": ${fence}}`,
     );
 
     const outcome = (await handle.result()) as SideEffectOutcome<{ receipt: string }>;
@@ -242,8 +243,26 @@ describe('reconciling an uncertain side effect', () => {
     );
     expect((await reconcile.query(statusQuery)).state).toBe('waiting');
 
+    // An Update naming no attempt is refused too, with the verdict to send once one is named.
+    const unnamed = await reconcile
+      .executeUpdate(resolveUpdate, { args: [{ applied: false, reason: 'x', by: 'test' }] })
+      .catch((e: unknown) => e);
+    expect(unnamed).toBeInstanceOf(WorkflowUpdateFailedError);
+    expect(String((unnamed as WorkflowUpdateFailedError).cause?.message)).toMatch(
+      /^names no attempt: add "fence": the attempt you checked \(this run judges attempt 1/,
+    );
+    expect((await reconcile.query(statusQuery)).rejected.at(-1)).toMatchObject({
+      input: { applied: false, reason: 'x', by: 'test' },
+      instead: {
+        applied: false,
+        reason: 'x',
+        by: 'test',
+        fence: '<the attempt you checked: 1 is the latest>',
+      },
+    });
+
     const resolution = await reconcile.executeUpdate(resolveUpdate, {
-      args: [{ applied: false, reason: 'checked the ledger', by: 'test' }],
+      args: [{ applied: false, reason: 'checked the ledger', by: 'test', fence: 1 }],
     });
     expect(resolution).toEqual({
       key,
@@ -278,13 +297,20 @@ describe('reconciling an uncertain side effect', () => {
     if (regrant.outcome !== 'granted') throw new Error(regrant.outcome);
     await store.markUncertain(action, regrant.lease, 'response lost again');
 
-    // A verdict without a fence is attached to this run's attempt and refused as stale.
+    // A verdict without a fence is refused for naming no attempt; one saying "any attempt" is
+    // attached to this run's attempt and refused as stale.
     await reconcile.signal(resolveSignal, { applied: false, reason: 'looked at attempt 1' });
+    await reconcile.signal(resolveSignal, {
+      applied: false,
+      reason: 'nothing anywhere',
+      attempt: 'any',
+    });
     const refused = await waitFor(async () => {
       const s = await reconcile.query(statusQuery);
-      return s.rejected.length === 1 ? s : undefined;
-    }, 'the stale signal in the rejected entries');
-    expect(refused.rejected[0]?.error).toMatch(
+      return s.rejected.length === 2 ? s : undefined;
+    }, 'the two signals in the rejected entries');
+    expect(refused.rejected[0]?.error).toMatch(/^names no attempt/);
+    expect(refused.rejected[1]?.error).toMatch(
       /the attempt with fence 2 of ".*" is the uncertain one now; your verdict judged the attempt with fence 1/,
     );
     expect(refused.state).toBe('waiting');
@@ -320,14 +346,14 @@ describe('reconciling an uncertain side effect', () => {
     ]);
     const keyA = `${handle.workflowId}/a`;
     const keyB = `${handle.workflowId}/b`;
-    await h.waitForReconcile(keyA, 'waiting');
-    await h.waitForReconcile(keyB, 'waiting');
-    await h
-      .reconcile(keyB)
-      .executeUpdate(resolveUpdate, { args: [{ applied: true, result: 'B', reason: 'seen' }] });
-    await h
-      .reconcile(keyA)
-      .executeUpdate(resolveUpdate, { args: [{ applied: true, result: 'A', reason: 'seen' }] });
+    const { fence: fenceA } = await h.waitForReconcile(keyA, 'waiting');
+    const { fence: fenceB } = await h.waitForReconcile(keyB, 'waiting');
+    await h.reconcile(keyB).executeUpdate(resolveUpdate, {
+      args: [{ applied: true, result: 'B', reason: 'seen', fence: fenceB! }],
+    });
+    await h.reconcile(keyA).executeUpdate(resolveUpdate, {
+      args: [{ applied: true, result: 'A', reason: 'seen', fence: fenceA! }],
+    });
     const outcomes = (await handle.result()) as SideEffectOutcome<string>[];
     expect(outcomes.map((o) => [o.key, o.result])).toEqual([
       [keyA, 'A'],

@@ -146,6 +146,7 @@ describe('decisions people send', () => {
       result: { receipt: 'r-checked' },
       reason: 'found in the ledger',
       by: 'ops',
+      fence: (await store.inspect(key))!.fence,
     });
     expect(await handle.result()).toEqual({
       outcome: 'reconciled',
@@ -174,6 +175,7 @@ describe('decisions people send', () => {
       result: { receipt: 'r-real' },
       reason: 'found in the ledger',
       by: 'ops',
+      fence: (await store.inspect(key))!.fence,
     });
     const outcome = (await handle.result()) as SideEffectOutcome<unknown>;
     expect(outcome).toEqual({ outcome: 'reconciled', result: { receipt: 'r-real' }, key });
@@ -257,7 +259,12 @@ describe('decisions people send', () => {
     expect(reconcileSignals.has('recheck')).toBe(true);
     const callerSignals = await describe(handle);
     expect(callerSignals.get('reconciled')).toMatch(/^Internal, not for people/);
-    await h.reconcile(key).signal(resolveSignal, { applied: false, reason: 'no', by: 'ops' });
+    await h.reconcile(key).signal(resolveSignal, {
+      applied: false,
+      reason: 'no',
+      by: 'ops',
+      fence: (await store.inspect(key))!.fence,
+    });
     await handle.result();
   });
 });

@@ -116,6 +116,7 @@ describe('Worker Versioning', () => {
           applied: false,
           reason: 'not in the bank export',
           by: 'ops',
+          fence: (await store.inspect(action.key))!.fence,
         });
         const resolution = (await reconcile.result()) as ReconcileResolution;
         expect(resolution).toMatchObject({ applied: false, decidedBy: 'signal' });

@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { checkResolution } from '../../src/core/validate.js';
 import type { Resolution } from '../../src/core/verdict.js';
-import { resolveInputError } from '../../src/protocol/resolve-input.js';
+import {
+  fencePlaceholder,
+  RESULT_PLACEHOLDER,
+  resolveInputError,
+} from '../../src/protocol/resolve-input.js';
 
 const cases: unknown[] = [
   { applied: true, reason: 'in the ledger' },
@@ -52,6 +56,34 @@ describe('resolveInputError', () => {
     );
     expect(resolveInputError({ applied: 1, reason: 'x' })).toBe(
       'invalid applied: must be a boolean',
+    );
+  });
+
+  it('takes "attempt": "any" alone, and refuses any other value or it beside a fence', () => {
+    expect(resolveInputError({ applied: false, reason: 'x', attempt: 'any' })).toBeUndefined();
+    expect(resolveInputError({ applied: false, reason: 'x', attempt: 2 })).toMatch(
+      /^attempt must be "any"/,
+    );
+    expect(resolveInputError({ applied: false, reason: 'x', attempt: 'latest' })).toMatch(
+      /^attempt must be "any"/,
+    );
+    expect(resolveInputError({ applied: false, reason: 'x', attempt: 'any', fence: 2 })).toBe(
+      'give "fence" (the attempt you checked) or "attempt": "any", not both',
+    );
+  });
+
+  it("refuses the template's fence placeholder, naming it", () => {
+    const placeholder = fencePlaceholder(2);
+    expect(placeholder).toBe('<the attempt you checked: 2 is the latest>');
+    expect(
+      resolveInputError({
+        applied: true,
+        result: RESULT_PLACEHOLDER,
+        reason: 'x',
+        fence: placeholder,
+      }),
+    ).toMatch(
+      /^fence is still the template's placeholder "<the attempt you checked: 2 is the latest>"/,
     );
   });
 });

@@ -448,7 +448,8 @@ describe('search attributes registered after the reconciles opened', () => {
     expect(registrationAsks(await allEvents(ns, keyE!))).toEqual([]);
     const onBNow = [...onB, keyC, keyD, keyE!];
 
-    // Temporal's batch signal over the waiting query decides every key on A.
+    // Temporal's batch signal over the waiting query decides every key on A ("any attempt": one
+    // verdict cannot name each key's).
     const verdict = { applied: false, reason: 'bank export: no such charge', by: 'ops-batch' };
     await runTemporal(ns.name, [
       'workflow',
@@ -458,7 +459,7 @@ describe('search attributes registered after the reconciles opened', () => {
       '--name',
       resolveSignal.name,
       '--input',
-      verdictJson(verdict),
+      verdictJson({ ...verdict, attempt: 'any' }),
       '--reason',
       `gateway outage on ${bankA}`,
       '--yes',
@@ -554,6 +555,7 @@ describe('search attributes never registered', () => {
       applied: false,
       reason: 'bank export: no such charge',
       by: 'ops',
+      attempt: 'any',
     });
     expect(await handle.result()).toMatchObject({ key, applied: false, decidedBy: 'signal' });
     expect(failedTasks(await allEvents(ns, key!))).toEqual([]);

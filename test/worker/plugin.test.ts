@@ -117,6 +117,7 @@ describe('SideEffectPlugin', () => {
         applied: true,
         result: 'seen at the bank',
         reason: 'checked',
+        fence: (await store.inspect(key))!.fence,
       });
       return (await handle.result()) as SideEffectOutcome<unknown>;
     });

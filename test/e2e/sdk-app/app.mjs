@@ -72,17 +72,22 @@ async function pay(n) {
     args: [{ account: 'acct', cents: n }],
   });
   const reconcile = client.workflow.getHandle(reconcileWorkflowId(`${handle.workflowId}/charge`));
-  for (
-    let attempt = 0;
-    (await reconcile.query(statusQuery).catch(() => undefined))?.state !== 'waiting';
-    attempt++
-  ) {
+  let status;
+  for (let attempt = 0; status?.state !== 'waiting'; attempt++) {
     if (attempt > 240) throw new Error(`caller ${n}: its key never became uncertain`);
-    await sleep(250);
+    if (attempt > 0) await sleep(250);
+    status = await reconcile.query(statusQuery).catch(() => undefined);
   }
+  // The verdict names the attempt checked: the one the waiting run judges.
   await reconcile.executeUpdate(resolveUpdate, {
     args: [
-      { applied: true, result: { chargeId: `ch_${n}` }, reason: 'seen at the bank', by: 'matrix' },
+      {
+        applied: true,
+        result: { chargeId: `ch_${n}` },
+        reason: 'seen at the bank',
+        by: 'matrix',
+        fence: status.fence,
+      },
     ],
   });
   let timer;

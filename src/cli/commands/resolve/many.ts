@@ -1,7 +1,8 @@
 import { type Client, type DataConverter, WorkflowUpdateFailedError } from '@temporalio/client';
+import { attemptHistory } from '../../../activities/attempt-history.js';
 import { SideEffectError, StoreUnavailableError } from '../../../core/errors.js';
 import type { Store } from '../../../core/store.js';
-import type { ResolveInput } from '../../../protocol/wire.js';
+import type { AttemptTimes, ResolveInput } from '../../../protocol/wire.js';
 import { settleAll } from '../../../syncx/index.js';
 import type { Context } from '../../command.js';
 import { connectTemporal, temporalClient, unreachable } from '../../temporal.js';
@@ -27,6 +28,11 @@ interface ManyReport {
   decided: string[];
   /** The attempt (fence) each verdict judged, by key: what `--any-attempt` decided, said out loud. */
   fences: Record<string, number>;
+  /**
+   * With `dryRun`: when each key's judged attempt started and became uncertain, and what the
+   * verdict would record, so the person compares them with the downstream before sending.
+   */
+  attempts: Record<string, AttemptTimes & { verdict: 'applied' | 'not applied' }>;
   /** Someone decided first (a person in the UI, a probe, an earlier run): their verdict stands. */
   alreadyDecided: Array<{ key: string; message: string }>;
   /** Refused by the store or the workflow (not uncertain, unknown key, stale fence...). */
@@ -62,6 +68,7 @@ async function resolveMany(options: {
     dryRun,
     decided: [],
     fences: {},
+    attempts: {},
     alreadyDecided: [],
     refused: [],
     failed: [],
@@ -71,7 +78,11 @@ async function resolveMany(options: {
     verdicts.length,
     async (i) => {
       const verdict = verdicts[i]!;
-      if (dryRun) return dryRunOne(store, verdict.key);
+      if (dryRun) {
+        const outcome = await dryRunOne(store, verdict.key);
+        if (outcome === undefined) report.attempts[verdict.key] = await attemptOf(store, verdict);
+        return outcome;
+      }
       const { key, fence, ...input } = verdict;
       const resolution: ResolveInput = fence === undefined ? input : { ...input, fence };
       // Every pending verdict is reported pending at once: many verdicts do not wait on each judgement.
@@ -128,6 +139,16 @@ async function dryRunOne(
   };
 }
 
+/** When the verdict's attempt (its fence, else the key's latest) started and ended, and what it records. */
+async function attemptOf(
+  store: Store,
+  verdict: KeyVerdict,
+): Promise<ManyReport['attempts'][string]> {
+  const fence = verdict.fence ?? (await store.inspect(verdict.key))?.fence ?? 0;
+  const { attempt } = attemptHistory(await store.events(verdict.key), fence);
+  return { ...attempt, verdict: verdict.applied ? 'applied' : 'not applied' };
+}
+
 /** The stable code of a verdict refused on its merits (retrying will not help), or undefined for an outage. */
 function refusalCode(error: unknown): string | undefined {
   if (error instanceof StoreUnavailableError) return undefined;
@@ -153,8 +174,20 @@ function printMany(report: ManyReport, selected: string): string {
   ];
   const attempt = (key: string) =>
     report.fences[key] === undefined ? '' : ` (the attempt with fence ${report.fences[key]})`;
+  const planned = (key: string) => {
+    const { verdict, startedAt, endedAt } = report.attempts[key] ?? {};
+    const times = [
+      startedAt ? `started ${startedAt}` : undefined,
+      endedAt ? `uncertain since ${endedAt}` : undefined,
+    ].filter((part) => part !== undefined);
+    const fence = report.fences[key];
+    return `  ${key}: ${verdict ?? 'decide'} on attempt ${fence ?? '(the latest)'}${times.length > 0 ? ` (${times.join(', ')})` : ''}`;
+  };
   if (report.dryRun && decided.length > 0)
-    lines.push('would decide:', ...decided.map((k) => `  ${k}${attempt(k)}`));
+    lines.push(
+      'would decide (check each attempt against the downstream: its writes carry the fence):',
+      ...decided.map(planned),
+    );
   else if (decided.length > 0) lines.push('decided:', ...decided.map((k) => `  ${k}${attempt(k)}`));
   if (alreadyDecided.length > 0)
     lines.push(
