@@ -13,8 +13,8 @@ import {
   probeActivityName,
   type ReconcileInput,
 } from '../protocol/wire.js';
-import { type BreakerDefaults, BreakerGate } from './breaker-gate.js';
 import { attemptHistory } from './attempt-history.js';
+import { type BreakerDefaults, BreakerGate } from './breaker-gate.js';
 import type { AnyEffect } from './effect.js';
 import { effectActivity, probeActivity } from './effect-activity.js';
 import { type ReconcileActivities, reconcileActivities } from './reconcile-activities.js';

@@ -43,7 +43,7 @@ export function waitingDetails(view: DetailsView): string {
 }
 
 /** The details' sections in the order a person reads them. */
-export function detailsSections(view: DetailsView): string[] {
+function detailsSections(view: DetailsView): string[] {
   return [
     `**Outcome uncertain** for key \`${view.key}\` on \`${view.resource}\`: ${view.reason}.`,
     judgedSection(view),

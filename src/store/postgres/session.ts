@@ -27,7 +27,7 @@ function checkout(pool: pg.Pool): Promise<Session> {
 }
 
 /** How long a store call waits for a pool connection by default ({@link boundCheckouts}). */
-export const DEFAULT_CONNECT_WAIT_MS = 30_000;
+const DEFAULT_CONNECT_WAIT_MS = 30_000;
 
 const checkoutBounds = new WeakMap<pg.Pool, number>();
 
@@ -43,7 +43,7 @@ export function boundCheckouts(pool: pg.Pool, ms: number): void {
 }
 
 /** A pool connection that did not come within the bound: the wait given up, nothing sent. */
-export class CheckoutTimeout extends Error {}
+class CheckoutTimeout extends Error {}
 
 /**
  * pool.connect(), given up after the pool's bound ({@link boundCheckouts}): the callback then
