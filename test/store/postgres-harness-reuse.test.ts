@@ -18,9 +18,9 @@ describe('pgHarness, a schema given back and taken again', () => {
     const acq = await first.store.acquire(a, TTL);
     if (acq.outcome !== 'granted') throw new Error(acq.outcome);
     await first.store.markUncertain(a, acq.lease, 'lost');
-    expect((await first.store.holdVerdict('k', { applied: false, reason: 'no' })).outcome).toBe(
-      'held',
-    );
+    expect(
+      (await first.store.addPendingVerdict('k', { applied: false, reason: 'no' })).outcome,
+    ).toBe('held');
     await first.sink.writeFenced('r', acq.lease.fence, async () => {});
     await first.advance(3_600_000);
     await first.close();
