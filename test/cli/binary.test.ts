@@ -29,12 +29,12 @@ describe('bin/sideeffect.js', () => {
     expect(version.stdout).toBe(`${manifest.version}\n`);
   });
 
-  it('a bad command line exits 2 with the usage, in JSON too when asked', async () => {
+  it('a bad command line exits 2 with its reason and the help to read, in JSON too when asked', async () => {
     const args = ['resolve', 'some-key', '--aplied', '-o', 'json'];
     const usage = await runCli(args, asOwner, spawned);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/^sideeffect: unknown option --aplied; did you mean --applied\?/);
-    expect(usage.stderr).toMatch(/Usage: sideeffect resolve/);
+    expect(usage.stderr).toMatch(/see: sideeffect help resolve/);
     expect(JSON.parse(usage.stdout)).toMatchObject({ error: { code: 'USAGE' } });
     expect(await runCli(args, asOwner)).toEqual(usage);
   });

@@ -41,8 +41,11 @@ const pendingColumns = (s: string) =>
    ${s}.epoch_ms(v.at) as at_ms, ${s}.epoch_ms(v.judged_at) as judged_at_ms`;
 const OVERTAKEN = `v.state = 'pending' and (k.state is distinct from 'uncertain' or k.fence <> v.fence)`;
 // The words judge_verdict() (0010) stores for a verdict it finds late.
-const LATE_WHY = `case when k.fence <> v.fence then 'the key moved on to attempt (fence) ' || k.fence
-  else 'the key was decided before this verdict was checked (state: ' || coalesce(k.state, 'unknown') || ')' end`;
+// Typed text on both sides, so no `||` on a caller's search_path matches better than pg_catalog's.
+const LATE_WHY = `case when k.fence <> v.fence
+  then 'the key moved on to attempt (fence) '::text || k.fence::text
+  else 'the key was decided before this verdict was checked (state: '::text
+    || coalesce(k.state, 'unknown'::text) || ')'::text end`;
 const WAITING = `v.state = 'pending' and k.state = 'uncertain' and k.fence = v.fence`;
 
 /** The statements of pending verdicts (0010, bounded and withdrawable since 0019). */
