@@ -62,7 +62,8 @@ describe('resolve whose Update lands as --wait runs out', () => {
       store,
       client: harness.client,
       key: action.key,
-      input: { applied: false, reason: 'not in the bank', by: 'ann' },
+      // The first attempt on a fresh resource: fence 1, the attempt ann checked.
+      input: { applied: false, reason: 'not in the bank', by: 'ann', fence: 1 },
       waitMs: WAIT_MS,
     });
 

@@ -82,8 +82,10 @@ export const effects = {
 
 /**
  * The workflow patches the scenarios reach when nothing holds them. Not reached: continue-as-new
- * (only past 500 events), the resolve size limit (only for an input over 1 MiB) and the late
- * search attributes (only while the namespace lacks them).
+ * (only past 500 events), the resolve size limit (only for an input over 1 MiB), the late search
+ * attributes (only while the namespace lacks them), a breaker's paused wait (only once an
+ * activity's retries run out on an open breaker: test/faults/breaker.test.ts) and the pending
+ * verdicts shown (only with a verdict pending in a Postgres store: test/cli/resolve-pending).
  */
 export const patchesReached: readonly string[] = (
   [
@@ -95,6 +97,7 @@ export const patchesReached: readonly string[] = (
     'reconcileRecheckStore',
     'verdictContext',
     'resolveSignalFence',
+    'verdictNamesAttempt',
   ] as const satisfies readonly WorkflowPatch[]
 ).map((patch) => workflowPatches[patch].id);
 
@@ -357,6 +360,44 @@ export async function runScenarios(
     'caller-forged',
     'a forged reconciled signal checked against the store; the verdict returns',
     forged,
+  );
+
+  // A verdict that names no attempt, as the UI, `temporal workflow signal` or a batch sends it:
+  // from 0.3 on refused (the page shows the key's latest run, whatever attempt the person
+  // checked), so the verdict naming its attempt decides; a run held to 0.1 or 0.2 takes it for
+  // its own attempt, as those releases did, and the second never matters.
+  const unnamed = await start('guarded', [
+    'order',
+    { account: `${tag}-10`, amount: 14, fail: 'after-write' },
+    { ...activity, step: 'pay' },
+  ]);
+  const unnamedReconcile = await reconcileIn(keyOf(unnamed), 'waiting');
+  const unnamedVerdict = {
+    applied: true,
+    result: { receipt: 'r-10' },
+    reason: 'the bank export lists it',
+    by: 'ops@example.com',
+  };
+  await unnamedReconcile.signal(resolveSignal, unnamedVerdict);
+  const refusedUnnamed = await waitFor(
+    'the verdict naming no attempt to decide or be refused',
+    async () => {
+      const status = await unnamedReconcile.query(statusQuery).catch(() => undefined);
+      if (status === undefined) return false;
+      if (status.rejected.some((rejected) => rejected.error.startsWith('names no attempt')))
+        return true;
+      return status.state === 'resolving' || status.state === 'resolved' ? false : undefined;
+    },
+  );
+  if (refusedUnnamed) await decideBySignal(unnamedReconcile, unnamedVerdict);
+  const unnamedResult = (await unnamed.result()) as { result: unknown };
+  if (JSON.stringify(unnamedResult.result) !== JSON.stringify({ receipt: 'r-10' }))
+    throw new Error(`the caller returned ${JSON.stringify(unnamedResult)}`);
+  await unnamedReconcile.result();
+  await record(
+    'reconcile-unnamed-verdict',
+    'a resolve signal naming no attempt (refused from 0.3 on), then one naming its attempt',
+    unnamedReconcile,
   );
 
   return recorded;

@@ -74,6 +74,7 @@ describe("compatibleWith: '0.1' keeps a rollback to 0.1.0 replayable", () => {
       'caller-refusals',
       'reconcile-refusals',
       'caller-forged',
+      'reconcile-unnamed-verdict',
     ]);
     expect(unrestricted.map((entry) => entry.name)).toEqual(names);
   });

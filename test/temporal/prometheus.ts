@@ -45,11 +45,13 @@ export function total(
     .reduce((sum, s) => sum + s.value, 0);
 }
 
-/** The metric names in the `promql` alert block of docs/operations.md, and which of them are counters (its table). */
+/** The metric names in the `promql` alert block ("What to alert on") of docs/operations.md, and which of them are counters (its table). */
 export function alertMetricNames(): { names: string[]; counters: Set<string> } {
   const readme = readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
-  const block = /```promql\n([\s\S]*?)```/.exec(readme)?.[1];
-  if (!block) throw new Error('docs/operations.md has no promql alert block');
+  // The block under "What to alert on" (the Outages section has a promql block of its own, about
+  // breakers, whose metrics only a worker with a breaker exports).
+  const block = /What to alert on[\s\S]*?```promql\n([\s\S]*?)```/.exec(readme)?.[1];
+  if (!block) throw new Error('docs/operations.md has no promql block under "What to alert on"');
   const code = block
     .split('\n')
     .filter((line) => !line.trim().startsWith('#'))
