@@ -247,8 +247,10 @@ describe.each(SDKS)('a user app on SDK $sdk', ({ sdk, envconfig }) => {
     );
     expect(JSON.parse(cli.stdout)).toMatchObject({ won: true, via: 'workflow', applied: true });
 
-    // From the UI: the verdict goes as a plain JSON signal, which the codec passes through.
+    // From the UI: the verdict goes as a plain JSON signal, which the codec passes through. It
+    // names the attempt the person checked (the key's only one), as a verdict must from 0.3 on.
     const verdict = {
+      fence: (await store.inspect(keys.ui))!.fence,
       applied: true,
       result: { chargeId: 'ch_ui' },
       reason: 'seen in the bank export',
