@@ -10,7 +10,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { workflowPatches } from '../../src/protocol/patches.js';
+import { heldFor, type WorkflowPatch, workflowPatches } from '../../src/protocol/patches.js';
 import { bundleCallers } from './bundle.js';
 import { releasedManifests } from './manifest.js';
 import { patchesIn } from './markers.js';
@@ -37,9 +37,9 @@ beforeAll(async () => {
 }, 120_000);
 
 describe('released workflow histories', () => {
-  it('has the 0.1.0 and 0.2.0 histories checked in, every file listed in its manifest', async () => {
+  it('has the 0.1.0, 0.2.0 and 0.3.0 histories checked in, every file listed in its manifest', async () => {
     expect(manifests.map((manifest) => manifest.version)).toEqual(
-      expect.arrayContaining(['0.1.0', '0.2.0']),
+      expect.arrayContaining(['0.1.0', '0.2.0', '0.3.0']),
     );
     for (const manifest of manifests) {
       expect(path.basename(manifest.dir)).toBe(manifest.version);
@@ -56,17 +56,23 @@ describe('released workflow histories', () => {
     }
   });
 
-  it("0.1.0's runs took no patch; 0.2.0's took every patch its scenarios reach", async () => {
+  it("0.1.0's runs took no patch; each later release's took every patch of its own and earlier minors its scenarios reach", async () => {
     const taken = async (version: string) =>
       new Set((await historiesOf(version)).flatMap(({ history }) => patchesIn(history)));
     expect(await taken('0.1.0')).toEqual(new Set());
-    // Recorded without compatibleWith: the 0.2 branches, which later releases must keep replaying.
-    const since02 = new Set<string>(
-      Object.values(workflowPatches)
-        .filter((patch) => patch.since === '0.2')
-        .map((patch) => patch.id),
-    );
-    expect(await taken('0.2.0')).toEqual(new Set(patchesReached.filter((id) => since02.has(id))));
+    // Recorded without compatibleWith: the release's branches, which later releases must keep
+    // replaying. A scenario added later reaches patches of later releases only.
+    for (const { version } of manifests.filter((entry) => entry.version !== '0.1.0')) {
+      const release = version.split('.').slice(0, 2).join('.');
+      const known = new Set<string>(
+        (Object.keys(workflowPatches) as WorkflowPatch[])
+          .filter((patch) => !heldFor(release, patch))
+          .map((patch) => workflowPatches[patch].id),
+      );
+      expect(await taken(version), version).toEqual(
+        new Set(patchesReached.filter((id) => known.has(id))),
+      );
+    }
   });
 
   for (const manifest of manifests) {
