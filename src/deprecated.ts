@@ -3,24 +3,9 @@
  * release its tag names (a unit test fails once package.json reaches it). Kept apart so nothing
  * of the library itself imports them.
  */
-import { OutcomeUncertainError, UnexpectedStoreAnswerError } from './core/errors.js';
 import { keepsPendingVerdicts, type PendingVerdictStore } from './core/store.js';
-import type { AcquireOutcome } from './core/types.js';
 import type { PendingVerdict, PendingVerdictOutcome, PendingVerdictState } from './core/verdict.js';
 import * as postgres from './store/postgres/index.js';
-
-/** @deprecated since 0.2.0, removed in 0.3.0: use {@link AcquireOutcome}; a grant is `'granted'`, no longer `'applied'`. */
-export type Outcome = AcquireOutcome;
-
-/** @deprecated since 0.2.0, removed in 0.3.0: use {@link OutcomeUncertainError} (one name for "uncertain"); the same class. */
-export const OutcomeUnknownError = OutcomeUncertainError;
-/** @deprecated since 0.2.0, removed in 0.3.0: use {@link OutcomeUncertainError}. */
-export type OutcomeUnknownError = OutcomeUncertainError;
-
-/** @deprecated since 0.2.0, removed in 0.3.0: use {@link UnexpectedStoreAnswerError} (it is not about an effect's outcome); the same class. */
-export const UnknownOutcomeError = UnexpectedStoreAnswerError;
-/** @deprecated since 0.2.0, removed in 0.3.0: use {@link UnexpectedStoreAnswerError}. */
-export type UnknownOutcomeError = UnexpectedStoreAnswerError;
 
 /** @deprecated since 0.3.0, removed in 0.4.0: import `PgStore` from `sideeffect/postgres`, its one home; the same class. */
 export const PgStore = postgres.PgStore;

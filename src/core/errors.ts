@@ -29,27 +29,11 @@ export type SideEffectErrorCode =
   | 'BREAKER_OPEN';
 
 /**
- * Codes of 0.1 that a rename replaced, still matched by {@link hasCode}:
- * `OUTCOME_UNKNOWN` (now `OUTCOME_UNCERTAIN`) and `UNKNOWN_OUTCOME` (now
- * `UNEXPECTED_STORE_ANSWER`), two errors whose codes differed only in word order.
- * @deprecated since 0.2.0, removed in 0.3.0: match `OUTCOME_UNCERTAIN` and
- * `UNEXPECTED_STORE_ANSWER`; `hasCode` stops matching these then.
+ * Whether `error` is this library's error with `code`: match with it instead of
+ * `error.code === ...`, so an object that merely carries a `code` field is not taken for one.
  */
-export type FormerErrorCode = 'OUTCOME_UNKNOWN' | 'UNKNOWN_OUTCOME';
-
-const FORMER_CODES: Record<FormerErrorCode, SideEffectErrorCode> = {
-  OUTCOME_UNKNOWN: 'OUTCOME_UNCERTAIN',
-  UNKNOWN_OUTCOME: 'UNEXPECTED_STORE_ANSWER',
-};
-
-/**
- * Whether `error` is this library's error with `code`, a former name of its code included: match
- * with it instead of `error.code === ...`, so a code renamed before 1.0 keeps matching for the
- * window its CHANGELOG entry gives.
- */
-export function hasCode(error: unknown, code: SideEffectErrorCode | FormerErrorCode): boolean {
-  if (!(error instanceof SideEffectError)) return false;
-  return error.code === code || error.code === FORMER_CODES[code as FormerErrorCode];
+export function hasCode(error: unknown, code: SideEffectErrorCode): boolean {
+  return error instanceof SideEffectError && error.code === code;
 }
 
 /** Base of every error this library throws on purpose. */
@@ -159,7 +143,7 @@ export class NoStoreError extends SideEffectError {
  * The last attempt may or may not have taken effect downstream: the key is `uncertain` and
  * blocked, because a blind retry is how a duplicate happens. Reconcile first. In Temporal the
  * same condition is the failure type `SideEffectOutcomeUncertain`. Code `OUTCOME_UNCERTAIN`
- * (`OUTCOME_UNKNOWN` in 0.1, still matched by {@link hasCode} until 0.3).
+ * (`OUTCOME_UNKNOWN` in 0.1).
  */
 export class OutcomeUncertainError extends SideEffectError {
   readonly code = 'OUTCOME_UNCERTAIN';
@@ -245,7 +229,7 @@ export const MAX_PENDING_VERDICTS = 100;
 /**
  * The store answered with something this version does not know (a newer schema's answer, a
  * custom Store's bug). Surfaced so nobody guesses a default. Code `UNEXPECTED_STORE_ANSWER`
- * (`UNKNOWN_OUTCOME` in 0.1, still matched by {@link hasCode} until 0.3).
+ * (`UNKNOWN_OUTCOME` in 0.1).
  */
 export class UnexpectedStoreAnswerError extends SideEffectError {
   readonly code = 'UNEXPECTED_STORE_ANSWER';

@@ -38,14 +38,6 @@ export function onPanic(next: PanicHandler | undefined): PanicHandler {
   return previous;
 }
 
-/**
- * The 0.1 name of {@link onPanic}.
- * @deprecated since 0.2.0, removed in 0.3.0: use {@link onPanic}.
- */
-export function setPanicHandler(next: PanicHandler | undefined): PanicHandler {
-  return onPanic(next);
-}
-
 /** Passes `Error`s through and wraps and reports anything else. */
 export function capturePanic(thrown: unknown): unknown {
   if (isError(thrown)) return thrown;

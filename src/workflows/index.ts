@@ -43,6 +43,5 @@ export {
   type SideEffectOptions,
   type SideEffectOutcome,
   type SideEffectsFor,
-  sideEffect,
 } from './side-effect.js';
 export { type SideEffectCall, type SideEffectCallFor, sideEffects } from './side-effects.js';

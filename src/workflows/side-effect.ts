@@ -174,28 +174,6 @@ function listen(): void {
   );
 }
 
-/**
- * A guarded call by name, resolving to its result.
- *
- * @deprecated since 0.2.0, removed in 0.3.0: use {@link proxySideEffects}:
- * `proxySideEffects<typeof effects>().charge(input, { step })` is the same call, typed per effect
- * (for a name chosen at run time, `(await runSideEffect(name, input)).result`).
- */
-export function sideEffect<E>(...call: SideEffectArgs<E>): Promise<EffectResult<E[EffectName<E>]>>;
-/** @deprecated since 0.2.0, removed in 0.3.0: use {@link proxySideEffects}. */
-export function sideEffect<R = unknown, I = unknown>(
-  effect: string & UntypedOnly<R>,
-  input: I,
-  options?: SideEffectOptions,
-): Promise<R>;
-export function sideEffect(
-  effect: string,
-  input: unknown,
-  options: SideEffectOptions = {},
-): Promise<unknown> {
-  return resultOf(effect, input, options);
-}
-
 /** A guarded call's result alone (as `sideEffect` did in 0.1, tick for tick, so replays match). */
 async function resultOf(
   effect: string,

@@ -1,4 +1,4 @@
-/** sideEffect() against the dev server: applied then replayed, contention between workflows, failure types. */
+/** Guarded calls (runSideEffect, proxySideEffects) against the dev server: applied then replayed, contention between workflows, failure types. */
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -56,7 +56,7 @@ const effects = {
 const TTL_MS = 1_500;
 const activity = { heartbeatTimeout: '3 seconds', startToCloseTimeout: '1 minute' };
 
-describe('sideEffect on the dev server', () => {
+describe('guarded calls on the dev server', () => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness('side-effect', { store, effects, ttlMs: TTL_MS });

@@ -15,15 +15,6 @@ import * as activities from '../../src/activities/index.js';
 import * as root from '../../src/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import * as postgres from '../../src/store/postgres/index.js';
-import {
-  fanInErr,
-  fanInLimit,
-  fanInLimitCtx,
-  onPanic,
-  setPanicHandler,
-  settleAll,
-} from '../../src/syncx/index.js';
-import { createWorker } from '../../src/worker/index.js';
 
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
 const PACKAGE = fileURLToPath(new URL('../../package.json', import.meta.url));
@@ -79,7 +70,7 @@ describe('deprecations', () => {
 
   it('finds the deprecated names of src', () => {
     expect(deprecations.map((d) => d.name)).toEqual(
-      expect.arrayContaining(['createWorker', 'fanInErr', 'PgStore', 'reconcile', 'actor']),
+      expect.arrayContaining(['PgStore', 'holdsVerdicts', 'reconcile', 'actor']),
     );
   });
 
@@ -123,8 +114,6 @@ describe('deprecated names still do what their replacements do', () => {
   it("the entry points' aliases are the same classes", () => {
     expect(root.PgStore).toBe(postgres.PgStore);
     expect(root.PgFencedSink).toBe(postgres.PgFencedSink);
-    expect(root.OutcomeUnknownError).toBe(root.OutcomeUncertainError);
-    expect(root.UnknownOutcomeError).toBe(root.UnexpectedStoreAnswerError);
     expect(activities.NotAppliedError).toBe(root.NotAppliedError);
     expect(root.holdsVerdicts).toBe(root.keepsPendingVerdicts);
   });
@@ -153,34 +142,5 @@ describe('deprecated names still do what their replacements do', () => {
     ).resolves.toEqual({ outcome: 'resolved', applied: false });
     const last = (await store.events('k')).at(-1)!;
     expect(last).toMatchObject({ by: 'ann', actor: 'ann' });
-  });
-
-  it('the 0.1 fan-ins and panic hook are settleAll and onPanic', async () => {
-    const fn = (i: number) => (i === 1 ? Promise.reject(new Error('one')) : i);
-    const expected = await settleAll(3, fn);
-    expect(await fanInErr(3, fn)).toEqual(expected);
-    expect(await fanInLimit(3, 1, fn)).toEqual(expected);
-    expect(await fanInLimitCtx(new AbortController().signal, 3, 1, (_, i) => fn(i))).toEqual(
-      expected,
-    );
-    const mine = () => {};
-    const before = setPanicHandler(mine);
-    expect(onPanic(before)).toBe(mine);
-  });
-
-  it("createWorker's start-up error masks the password in the address the SDK echoes", async () => {
-    const secret = 'secretpw';
-    const error = await createWorker({
-      address: `app:${secret}@127.0.0.1:1`,
-      taskQueue: 'masked',
-      store: new MemoryStore(),
-      effects: {},
-      ttlMs: 1_000,
-    }).then(
-      () => expect.unreachable('createWorker started against an invalid address'),
-      (failure: Error) => failure,
-    );
-    expect(error.message).toContain('app:***@127.0.0.1:1');
-    expect(`${error.message}\n${error.stack}`).not.toContain(secret);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * One word for one state, one code for one error: the two codes of 0.1 that differed only in word
- * order are now OUTCOME_UNCERTAIN and UNEXPECTED_STORE_ANSWER, and `hasCode` still matches a
- * caller's old spelling until 0.3 (CHANGELOG), never the other error's.
+ * order are now OUTCOME_UNCERTAIN and UNEXPECTED_STORE_ANSWER; since 0.3.0 `hasCode` matches only
+ * the current code, never the other error's nor a 0.1 spelling.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -22,15 +22,17 @@ describe('error codes', () => {
     expect(unexpected.code).toBe('UNEXPECTED_STORE_ANSWER');
   });
 
-  it('hasCode matches the current code and its 0.1 spelling, not the other error’s', () => {
+  it('hasCode matches the current code, not the other error’s nor a 0.1 spelling', () => {
     expect(hasCode(uncertain, 'OUTCOME_UNCERTAIN')).toBe(true);
-    expect(hasCode(uncertain, 'OUTCOME_UNKNOWN')).toBe(true);
-    expect(hasCode(uncertain, 'UNKNOWN_OUTCOME')).toBe(false);
+    expect(hasCode(uncertain, 'UNEXPECTED_STORE_ANSWER')).toBe(false);
     expect(hasCode(unexpected, 'UNEXPECTED_STORE_ANSWER')).toBe(true);
-    expect(hasCode(unexpected, 'UNKNOWN_OUTCOME')).toBe(true);
-    expect(hasCode(unexpected, 'OUTCOME_UNKNOWN')).toBe(false);
+    expect(hasCode(unexpected, 'OUTCOME_UNCERTAIN')).toBe(false);
+    // @ts-expect-error 0.1's spelling, removed in 0.3.0
+    expect(hasCode(uncertain, 'OUTCOME_UNKNOWN')).toBe(false);
+    // @ts-expect-error 0.1's spelling, removed in 0.3.0
+    expect(hasCode(unexpected, 'UNKNOWN_OUTCOME')).toBe(false);
     expect(hasCode(new NotAppliedError('declined'), 'NOT_APPLIED')).toBe(true);
-    expect(hasCode(new Error('plain'), 'OUTCOME_UNKNOWN')).toBe(false);
+    expect(hasCode(new Error('plain'), 'OUTCOME_UNCERTAIN')).toBe(false);
     expect(hasCode({ code: 'OUTCOME_UNCERTAIN' }, 'OUTCOME_UNCERTAIN')).toBe(false);
   });
 });

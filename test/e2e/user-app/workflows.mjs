@@ -1,8 +1,10 @@
 // The app's workflows: a payment calling a guarded effect, plus the library's re-export.
-import { sideEffect } from 'sideeffect/workflows';
+import { proxySideEffects } from 'sideeffect/workflows';
 
 export { ReconcileWorkflow } from 'sideeffect/workflows';
 
+const { charge } = proxySideEffects();
+
 export async function Pay(input) {
-  return sideEffect('charge', input);
+  return charge(input);
 }
