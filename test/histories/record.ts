@@ -10,6 +10,7 @@
  * any point), because months-long waits are what deploys meet. A release's
  * folder is never written twice.
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -71,6 +72,8 @@ try {
   }
   const manifest: Manifest = { version, recordedAt: new Date().toISOString(), histories };
   await writeFile(path.join(outDir, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  // Formatted as `npm run lint` checks them (whitespace only: the histories replay the same).
+  execFileSync('npx', ['biome', 'format', '--write', outDir], { stdio: 'inherit' });
   console.log(`wrote ${histories.length} histories to ${path.relative(process.cwd(), outDir)}/`);
 } finally {
   await native.close();
