@@ -20,7 +20,7 @@ import { effectActivity, probeActivity } from './effect-activity.js';
 import { type ReconcileActivities, reconcileActivities } from './reconcile-activities.js';
 import { SearchAttributeRegistration } from './search-attributes.js';
 
-export type { InspectAnswer, ProbeAnswer } from '../protocol/wire.js';
+export type { InspectAnswer, PendingVerdictSummary, ProbeAnswer } from '../protocol/wire.js';
 export type { BreakerDefaults, BreakerOptions } from './breaker-gate.js';
 export * from './deprecated.js';
 export {

@@ -90,9 +90,9 @@ export interface ReconcileInput extends UncertainDetails {
    */
   attempt?: AttemptTimes;
   /**
-   * The verdicts on the key's earlier attempts (who, when, what), newest last and at most
-   * {@link MAX_EARLIER_VERDICTS}: a person who checked one of those attempts sees it was decided
-   * already. Set by workers of 0.3 on.
+   * The verdicts on the key's earlier attempts (who, when, what), the latest five, newest last:
+   * a person who checked one of those attempts sees it was decided already. Set by workers of
+   * 0.3 on.
    */
   earlier?: EarlierVerdict[];
   /**
