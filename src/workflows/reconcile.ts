@@ -181,8 +181,7 @@ export async function ReconcileWorkflow(input: ReconcileInput): Promise<Reconcil
       error,
       ...(signal ? { signal } : {}),
     };
-    rejected.push(refused);
-    if (rejected.length > MAX_REJECTED) rejected.shift();
+    keep(refused);
     log.warn(`${signal ?? 'resolve'} refused; still waiting`, { key, error });
     return refused;
   };
