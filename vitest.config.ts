@@ -34,6 +34,8 @@ const postgres = [
   'test/faults/probe-race.test.ts',
   'test/faults/transactional.test.ts',
   'test/faults/hot-resource.test.ts',
+  'test/faults/failover.test.ts',
+  'test/faults/exclusive-writes.test.ts',
   'test/packaging/bundle-migrate.test.ts',
 ];
 
@@ -47,6 +49,8 @@ const postgres = [
 const soakPostgres = [
   'test/store/postgres-concurrency.test.ts',
   'test/faults/hot-resource.test.ts',
+  'test/faults/failover.test.ts',
+  'test/faults/exclusive-writes.test.ts',
   // The conformance matrix: each file runs its other cell in the long tier
   // (test/store/pg-support/conformance-matrix.ts).
   'test/store/postgres.test.ts',
@@ -55,7 +59,13 @@ const soakPostgres = [
   'test/store/postgres-pgbouncer.test.ts',
 ];
 const longOnly = ['test/faults/faults.test.ts'];
-const soakTemporal = ['test/faults/mixed.test.ts', 'test/e2e/sdk-matrix.test.ts', ...longOnly];
+const soakTemporal = [
+  'test/faults/mixed.test.ts',
+  'test/e2e/sdk-matrix.test.ts',
+  // Its comparison with a lane without a breaker runs in the long tier only.
+  'test/faults/breaker.test.ts',
+  ...longOnly,
+];
 
 /**
  * Files whose soak floods one in-process worker (bursts of signals for minutes) and asserts that

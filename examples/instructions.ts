@@ -4,12 +4,9 @@
  * many keys on the resource. The UI test pastes exactly `pasteable`, so what
  * the demo prints is what is known to work on the first Submit click.
  */
-import {
-  type ResolveInput,
-  reconcileWorkflowId,
-  verdictJson,
-  waitingQuery,
-} from '../src/workflows/index.js';
+
+import { verdictJson } from '../src/protocol/wire.js';
+import { type ResolveInput, reconcileWorkflowId, waitingQuery } from '../src/workflows/index.js';
 
 export interface InstructionsInput {
   /** The Temporal web UI, e.g. http://localhost:8233. */

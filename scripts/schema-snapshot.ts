@@ -13,7 +13,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type pg from 'pg';
-import { listMigrations, migrate } from '../src/store/postgres/index.js';
+import { migrate } from '../src/store/postgres/index.js';
+import { listMigrations } from '../src/store/postgres/migrate.js';
 
 export const SCHEMA_FILE = 'src/store/postgres/schema.sql';
 export const SCHEMA_DUMP_COMMAND = 'npm run schema:dump';

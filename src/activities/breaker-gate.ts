@@ -10,14 +10,15 @@ import {
   checkBreakerPolicy,
   defaultBreakerPolicy,
 } from '../core/breaker.js';
-import { InvalidActionError } from '../core/errors.js';
+import { BreakerOpenError, InvalidActionError } from '../core/errors.js';
+import type { AttemptBreaker, Execution } from '../core/runner.js';
 import type { Fence, Key } from '../core/types.js';
 import { BREAKER_STATE_METRIC, BREAKER_TRANSITIONS_METRIC } from '../protocol/metrics.js';
 
 /**
  * An effect's breaker: its provider group (effects naming the same group share one breaker) and
- * thresholds; unset fields take the plugin's {@link BreakerDefaults}, then
- * {@link defaultBreakerPolicy}.
+ * thresholds; unset fields take the plugin's `breaker` defaults, then
+ * the library's (5 uncertain in 60 s, 30 s cool-down, at most 10 min).
  */
 export type BreakerOptions = Partial<BreakerPolicy>;
 
@@ -140,6 +141,42 @@ export class BreakerGate {
     return admission;
   }
 
+  /**
+   * The breaker of one call's attempt, for {@link Runner.execute}: admits it (refusing with
+   * {@link BreakerOpenError}) and records how it ended, remembering between the two whether it
+   * was the half-open attempt. A trusted "closed" answers at once, with no turn of the loop.
+   */
+  attempt(policy: BreakerPolicy, key: Key, seen: Observer): AttemptBreaker {
+    let admitted: { probe: boolean; fence: Fence } | undefined;
+    return {
+      admit: (lease) => {
+        if (this.trustsClosed(policy.group)) {
+          admitted = { probe: false, fence: lease.fence };
+          return;
+        }
+        return this.admit(policy, key, seen).then((admission) => {
+          if (!admission.admitted)
+            throw new BreakerOpenError(admission.record, admission.retryAt, admission.retryAfterMs);
+          admitted = { probe: admission.probe, fence: lease.fence };
+        });
+      },
+      record: (execution) => {
+        if (admitted === undefined) return;
+        const outcome = breakerOutcome(execution, admitted.probe);
+        if (outcome === undefined) return;
+        return this.record(policy, { key, fence: admitted.fence, outcome }, seen).catch(
+          (error: unknown) =>
+            // The outcome stands; a probe's slot unrecorded runs out after one cool-down.
+            seen.log(`breaker "${policy.group}": outcome not recorded`, {
+              key,
+              outcome,
+              error: error instanceof Error ? error.message : String(error),
+            }),
+        );
+      },
+    };
+  }
+
   #trust(group: string): void {
     if (this.#closedCacheMs > 0)
       this.#closed.set(group, { until: Date.now() + this.#closedCacheMs, reading: false });
@@ -190,6 +227,19 @@ export class BreakerGate {
         : { nextHalfOpenAt: new Date(record.nextHalfOpenAt).toISOString() }),
     });
   }
+}
+
+/**
+ * What an admitted attempt's end tells its breaker: every uncertain one counts; the half-open
+ * attempt's applied (or definitely refused: the provider answered) closes it; a half-open attempt
+ * that learnt nothing gives its slot back. Other ends say nothing about the provider.
+ */
+function breakerOutcome(execution: Execution, probe: boolean): BreakerOutcome | undefined {
+  if (execution.outcome === 'uncertain') return 'uncertain';
+  if (!probe) return undefined;
+  if (execution.outcome === 'applied') return 'applied';
+  if (execution.outcome === 'failed' && execution.definite) return 'applied';
+  return 'released';
 }
 
 /** Where a gate reports what it saw: the activity's metric meter and logger. */

@@ -1,9 +1,14 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { BreakerOpenError, type BreakerOutcome, type BreakerPolicy } from '../core/breaker.js';
-import { NotAppliedError } from '../core/errors.js';
+import { BreakerOpenError, NotAppliedError } from '../core/errors.js';
 import { decodeJson, encodeJson } from '../core/json.js';
-import type { ApplyContext, ExecuteOptions, Execution, Runner } from '../core/runner.js';
+import type {
+  ApplyContext,
+  AttemptBreaker,
+  ExecuteOptions,
+  Execution,
+  Runner,
+} from '../core/runner.js';
 import type { Store, TransactionContext, TransactionIsolation } from '../core/store.js';
 import type { Action, Result } from '../core/types.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
@@ -44,8 +49,10 @@ export function effectActivity(name: string, effect: AnyEffect, shared: EffectAc
     shared.breakers && !effect.transactional
       ? breakerPolicy(name, effect.breaker, shared.breakers.defaults)
       : undefined;
-  const breaker = policy && shared.breakers && { gate: shared.breakers.gate, policy };
-  const guarded = guardedActivity(name, effect, shared, breaker);
+  const gate = shared.breakers?.gate;
+  const breakerOf: BreakerOf | undefined =
+    policy && gate && ((key, seen) => gate.attempt(policy, key, seen));
+  const guarded = guardedActivity(name, effect, shared, breakerOf);
   if (!inFlight) return guarded;
   return async (request: EffectRequest<never>): Promise<EffectResponse> => {
     const gateKey = inFlight.key(request.input);
@@ -69,7 +76,7 @@ function guardedActivity(
   name: string,
   effect: AnyEffect,
   { runner, ttlMs, minContendedDelayMs }: EffectActivityContext,
-  breaker: { gate: BreakerGate; policy: BreakerPolicy } | undefined,
+  breakerOf: BreakerOf | undefined,
 ) {
   // A transactional effect's failure rolls everything back: it is never uncertain to begin with.
   const definite = new Set(effect.transactional ? [] : (effect.definiteFailures ?? []));
@@ -105,33 +112,15 @@ function guardedActivity(
     } catch (error) {
       throw nonRetryable(SideEffectFailureType.InvalidAction, error);
     }
-    const seen: Observer = {
-      meter: context.metricMeter,
-      log: (message, attributes) => context.log.warn(message, attributes),
-    };
-    // Set once this call's new attempt is let through by its breaker: its outcome is recorded.
-    let admitted: { probe: boolean; fence: number } | undefined;
     const execute: ExecuteOptions = {
       signal: context.cancellationSignal,
       onRenewed: (lease) => context.heartbeat({ key, fence: lease.fence }),
       isDefinite: (error) => definite.has(failureType(error) ?? ''),
-      ...(breaker && {
-        // A trusted "closed" answers at once: the closed path adds no turn of the event loop.
-        admit: (lease: { fence: number }) => {
-          if (breaker.gate.trustsClosed(breaker.policy.group)) {
-            admitted = { probe: false, fence: lease.fence };
-            return;
-          }
-          return breaker.gate.admit(breaker.policy, key, seen).then((admission) => {
-            if (!admission.admitted)
-              throw new BreakerOpenError(
-                admission.record,
-                admission.retryAt,
-                admission.retryAfterMs,
-              );
-            admitted = { probe: admission.probe, fence: lease.fence };
-          });
-        },
+      ...(breakerOf && {
+        breaker: breakerOf(key, {
+          meter: context.metricMeter,
+          log: (message, attributes) => context.log.warn(message, attributes),
+        }),
       }),
     };
     const recordable = (result: unknown): Result => {
@@ -166,21 +155,6 @@ function guardedActivity(
           : await runner.execute(action, (applyContext) => apply(applyContext, undefined), execute);
     } catch (error) {
       throw toFailure(error);
-    }
-    if (breaker && admitted) {
-      const outcome = breakerOutcome(execution, admitted.probe);
-      if (outcome !== undefined) {
-        await breaker.gate
-          .record(breaker.policy, { key, fence: admitted.fence, outcome }, seen)
-          .catch((error: unknown) =>
-            // The outcome stands; a probe's slot unrecorded runs out after one cool-down.
-            context.log.warn(`breaker "${breaker.policy.group}": outcome not recorded`, {
-              key,
-              outcome,
-              error: error instanceof Error ? error.message : String(error),
-            }),
-          );
-      }
     }
     if (execution.outcome === 'failed' && execution.error instanceof BreakerOpenError) {
       countOutcome(context, name, 'paused');
@@ -234,18 +208,8 @@ function guardedActivity(
 
 type PlainEffect = SideEffectDefinition<never, unknown, unknown>;
 
-/**
- * What an admitted attempt's end tells its breaker: every uncertain one counts; the half-open
- * attempt's applied (or definitely refused: the provider answered) closes it; a half-open attempt
- * that learnt nothing gives its slot back. Other ends say nothing about the provider.
- */
-function breakerOutcome(execution: Execution, probe: boolean): BreakerOutcome | undefined {
-  if (execution.outcome === 'uncertain') return 'uncertain';
-  if (!probe) return undefined;
-  if (execution.outcome === 'applied') return 'applied';
-  if (execution.outcome === 'failed' && execution.definite) return 'applied';
-  return 'released';
-}
+/** The breaker step of one call's attempt, for the effect's policy. */
+type BreakerOf = (key: string, seen: Observer) => AttemptBreaker;
 
 /** The retryable failure of a call whose breaker is open: waits until the next half-open. */
 function paused(error: BreakerOpenError, key: string, floorMs: number): ApplicationFailure {

@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { checkBreakerGroup } from '../core/breaker.js';
+import { InvalidActionError } from '../core/errors.js';
 import type { TransactionIsolation } from '../core/store.js';
 import type { Fence, Lease, RetrySafety } from '../core/types.js';
 import type { ProbeAnswer } from '../protocol/wire.js';
@@ -23,7 +25,7 @@ export interface EffectContext<P> {
  * fence, read)`, so a holder that is only paused cannot land its write after
  * you answered "not applied" (a plain read leaves that window open).
  */
-export interface ProbeContext {
+interface ProbeContext {
   key: string;
   resource: string;
   fence: Fence;
@@ -98,7 +100,7 @@ export interface SideEffectDefinition<I = unknown, R = unknown, P = undefined> {
 }
 
 /** What a transactional effect's apply gets: the store's open transaction and the grant it runs under. */
-export interface TransactionalEffectContext<Tx> {
+interface TransactionalEffectContext<Tx> {
   /** The store's transaction: run every statement of the effect on it; never commit or roll back. */
   tx: Tx;
   key: string;
@@ -147,6 +149,8 @@ export type AnyEffect =
 /**
  * Declares one guarded side effect; an identity function that gives `apply` and `probe` their
  * types from `resource`'s input, and lets workflows type their calls with `typeof effects`.
+ * A breaker `group` that is empty or longer than the store keeps (256 UTF-8 bytes) throws an
+ * `InvalidActionError` (field `breaker.group`) here, where the effect is written, not at the first breaker write.
  *
  * @example
  * ```ts
@@ -167,5 +171,23 @@ export function defineEffect<I, R, P = undefined>(
   definition: SideEffectDefinition<I, R, P>,
 ): SideEffectDefinition<I, R, P>;
 export function defineEffect(definition: AnyEffect): AnyEffect {
+  refuseTransactionalBreaker(definition, 'breaker');
+  const breaker: unknown = definition.breaker;
+  if (typeof breaker === 'object' && breaker !== null && 'group' in breaker) {
+    if (breaker.group !== undefined) checkBreakerGroup(breaker.group, 'breaker.group');
+  }
   return definition;
+}
+
+/**
+ * A transactional effect is never uncertain, so a breaker would never open on it: declared there,
+ * it promises a protection that does not exist. Refused where the effect is made, and again at
+ * worker start for a definition that skipped {@link defineEffect}.
+ */
+export function refuseTransactionalBreaker(effect: AnyEffect, field: string): void {
+  if (effect.transactional && (effect as { breaker?: unknown }).breaker !== undefined)
+    throw new InvalidActionError(
+      field,
+      'a transactional effect is never uncertain, so no breaker counts it: drop `breaker`',
+    );
 }

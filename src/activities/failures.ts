@@ -1,5 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import {
+  FenceExhaustedError,
   InvalidActionError,
   KeyConflictError,
   StaleVerdictError,
@@ -40,6 +41,9 @@ export function toFailure(error: unknown): unknown {
     return nonRetryable(SideEffectFailureType.StoreMisconfigured, error, [
       { schema: error.schema },
     ]);
+  // A grant past the largest exact fence: every retry is refused the same way.
+  if (error instanceof FenceExhaustedError)
+    return nonRetryable(SideEffectFailureType.StoreMisconfigured, error, [{ code: error.code }]);
   if (error instanceof TransactionEndedError || error instanceof TransactionMisuseError)
     return nonRetryable(SideEffectFailureType.TransactionMisuse, error, [
       { key: error.key, code: error.code },

@@ -15,29 +15,19 @@ import {
 } from '../protocol/wire.js';
 import { attemptHistory } from './attempt-history.js';
 import { type BreakerDefaults, BreakerGate } from './breaker-gate.js';
-import type { AnyEffect } from './effect.js';
+import { type AnyEffect, refuseTransactionalBreaker } from './effect.js';
 import { effectActivity, probeActivity } from './effect-activity.js';
 import { type ReconcileActivities, reconcileActivities } from './reconcile-activities.js';
 import { SearchAttributeRegistration } from './search-attributes.js';
 
-export type { InspectAnswer, PendingVerdictSummary, ProbeAnswer } from '../protocol/wire.js';
-export type { BreakerDefaults, BreakerOptions } from './breaker-gate.js';
-export * from './deprecated.js';
+export type { BreakerOptions } from './breaker-gate.js';
 export {
   type AnyEffect,
   defineEffect,
   type EffectContext,
-  type ProbeContext,
   type SideEffectDefinition,
-  type TransactionalEffectContext,
   type TransactionalEffectDefinition,
 } from './effect.js';
-export type {
-  ReconcileActivities,
-  SweepAndReconcileReport,
-  VerdictContext,
-} from './reconcile-activities.js';
-export type { ResultCheck, StandardSchemaLike, StandardSchemaResult } from './result-check.js';
 
 type Activity = (...args: never[]) => Promise<unknown>;
 
@@ -196,6 +186,7 @@ export function createSideEffectActivities(
         `effects.${name}.breaker`,
         'the store keeps no breakers (BreakerStore): use PgStore or MemoryStore, or drop the breaker',
       );
+    refuseTransactionalBreaker(effect, `effects.${name}.breaker`);
     if (isReserved(name))
       throw new InvalidActionError('effects', `"${name}" is reserved for the library's activities`);
     if (effect.transactional && !isTransactionalStore(store))

@@ -47,7 +47,7 @@ const PROMPT_MAX_MS = 30 * 60_000;
  * check judges it, and which message delivered it, so the activity can read the sender's Temporal
  * identity from the run's history (workflow code is never told it).
  */
-export interface VerdictContext {
+interface VerdictContext {
   effect?: string;
   /** The Update that delivered it. */
   updateId?: string;

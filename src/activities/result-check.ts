@@ -5,7 +5,7 @@ import type { AnyEffect } from './effect.js';
  * zod, valibot, arktype and others implement it, so an effect can hand over its schema without
  * this library depending on any one of them.
  */
-export interface StandardSchemaLike {
+interface StandardSchemaLike {
   readonly '~standard': {
     readonly version: 1;
     readonly vendor: string;
@@ -14,7 +14,7 @@ export interface StandardSchemaLike {
 }
 
 /** What a Standard Schema's `validate` answers: the value, or why not. */
-export type StandardSchemaResult =
+type StandardSchemaResult =
   | { readonly value: unknown; readonly issues?: undefined }
   | {
       readonly issues: ReadonlyArray<{

@@ -1,4 +1,6 @@
 import pg from 'pg';
+import { StoreIsStandbyError } from '../core/errors.js';
+import { refuseStandby, unconfiguredConnection } from '../store/postgres/admin.js';
 import { PgStore } from '../store/postgres/index.js';
 import type { ClusterSettings } from '../worker/cluster.js';
 import type { Context, Database, GlobalOptions } from './command.js';
@@ -38,7 +40,9 @@ export function session(init: {
       throw new UsageError(
         `${options.connection ? '--connection' : 'DATABASE_URL'} is not a Postgres URL: write it as postgres://USER@HOST:PORT/DATABASE`,
       );
-    const pool = new pg.Pool({ ...config, max: 2, connectionTimeoutMillis: 5_000 });
+    const missing = unconfiguredConnection(config, schema);
+    if (missing) throw missing;
+    const pool = new PrimaryPool({ ...config, max: 2, connectionTimeoutMillis: 5_000 });
     pool.on('error', () => {});
     return { pool, store: new PgStore({ pool, schema }) };
   };
@@ -90,5 +94,57 @@ function isPostgresUrl(value: string): boolean {
     return ['postgres:', 'postgresql:', 'socket:'].includes(new URL(value).protocol);
   } catch {
     return false;
+  }
+}
+
+/**
+ * The CLI's pool: before its first connection is handed out, one connection asks
+ * `pg_is_in_recovery()`, and on a standby every connect fails with StoreIsStandbyError naming the
+ * server. Every command reads through it, and a standby answers reads: "no keys", "up to date"
+ * about a copy. Done here rather than in pg-pool's `onConnect`, which the pg versions this package
+ * accepts do not all have. A check that fails for another reason (the server unreachable) is
+ * tried again by the next connect, and that failure is the command's.
+ */
+class PrimaryPool extends pg.Pool {
+  #checked: Promise<void> | undefined;
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(
+    callback: (
+      err: Error | undefined,
+      client: pg.PoolClient | undefined,
+      done: (release?: unknown) => void,
+    ) => void,
+  ): void;
+  override connect(
+    callback?: (
+      err: Error | undefined,
+      client: pg.PoolClient | undefined,
+      done: (release?: unknown) => void,
+    ) => void,
+  ): Promise<pg.PoolClient> | undefined {
+    const checked = this.#primary();
+    if (!callback) return checked.then(() => super.connect());
+    // pg-pool calls back in the tick it hands the client over, where its caller attaches listeners.
+    checked.then(
+      () => super.connect(callback),
+      (error: Error) => callback(error, undefined, () => {}),
+    );
+    return undefined;
+  }
+
+  #primary(): Promise<void> {
+    this.#checked ??= (async () => {
+      const client = await super.connect();
+      try {
+        await refuseStandby(client, this);
+      } finally {
+        client.release();
+      }
+    })().catch((error: unknown) => {
+      if (!(error instanceof StoreIsStandbyError)) this.#checked = undefined;
+      throw error;
+    });
+    return this.#checked;
   }
 }

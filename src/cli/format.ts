@@ -1,7 +1,7 @@
 import { decodeJson } from '../core/json.js';
 import type { KeyEvent, KeyRecord, Result } from '../core/types.js';
 import type { PendingVerdict } from '../core/verdict.js';
-import type { StoreStats } from '../store/postgres/index.js';
+import type { StoreStats } from '../store/postgres/admin.js';
 
 /**
  * Human output: aligned columns a person can scan; `--json` is for scripts. A PENDING column

@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { createInterface } from 'node:readline/promises';
-import { InvalidSchemaError, SideEffectError } from '../core/errors.js';
+import {
+  hasCode,
+  InvalidSchemaError,
+  SideEffectError,
+  StoreIsStandbyError,
+} from '../core/errors.js';
 import { maskConnectionString } from '../core/mask.js';
 import { connectionRefusal, connectionTarget, quoteSchema } from '../store/postgres/admin.js';
 import { type Invocation, parseInvocation } from './args.js';
@@ -76,10 +81,16 @@ export async function main(
   } catch (error) {
     if (error instanceof UsageError) return fail(error.code, error.message, EXIT.usage);
     const opened = pool();
+    // Nothing names a database (refused before connecting): a mistake to fix, as a refusal is.
+    if (!opened && hasCode(error, 'STORE_MISCONFIGURED'))
+      return fail(error.code, error.message, EXIT.usage);
     // The user, password, database or a privilege refused: a mistake to fix, not an outage.
     const refused =
       opened && connectionRefusal(opened, error, schema, GRANTS_FOR[invocation.command.name]);
     if (refused) return fail(refused.code, refused.message, EXIT.usage);
+    // Raised on the connection, so a store call carries it as the cause of "unavailable".
+    const standby = standbyIn(error);
+    if (standby) return fail(standby.code, standby.message, EXIT.refused, { host: standby.host });
     const unreadable = unreadableEncoding(error);
     if (unreadable) return fail('DATA_CONVERTER', unreadable, EXIT.usage);
     const code = error instanceof SideEffectError ? error.code : 'UNAVAILABLE';
@@ -94,6 +105,16 @@ export async function main(
   } finally {
     await close();
   }
+}
+
+/** The StoreIsStandbyError in `error` or its causes. */
+function standbyIn(error: unknown): StoreIsStandbyError | undefined {
+  let at = error;
+  for (let depth = 0; at instanceof Error && depth < 5; depth++) {
+    if (at instanceof StoreIsStandbyError) return at;
+    at = at.cause;
+  }
+  return undefined;
 }
 
 /** A yes/no question on the terminal; anything but y or yes is no. */
@@ -129,6 +150,7 @@ const GRANTS_FOR: Record<string, 'operator' | 'readonly'> = {
   list: 'readonly',
   show: 'readonly',
   stats: 'readonly',
+  doctor: 'readonly',
 };
 
 function safeUser(): string {

@@ -1,3 +1,4 @@
+import { NEXT_BY_CODE, type SideEffectErrorCode } from '../core/error-codes.js';
 import { maskConnectionString } from '../core/mask.js';
 
 /** How results are printed: `text` for people, `json` (one document) or `jsonl` (one object a line) for scripts. */
@@ -43,9 +44,15 @@ export type Fail = (code: string, message: string, exit: number, details?: objec
 export function failer(output: Output, io: Io): Fail {
   return (code, message, exit, details = {}) => {
     io.err(`sideeffect: ${message}`);
+    // A script switches on `next` as code does on `error.next`; the CLI's own codes have none.
+    const next = Object.hasOwn(NEXT_BY_CODE, code)
+      ? { next: NEXT_BY_CODE[code as SideEffectErrorCode] }
+      : {};
     if (output !== 'text')
       io.out(
-        JSON.stringify({ error: { code, message: maskConnectionString(message), ...details } }),
+        JSON.stringify({
+          error: { code, message: maskConnectionString(message), ...next, ...details },
+        }),
       );
     return exit;
   };

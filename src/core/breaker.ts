@@ -1,4 +1,4 @@
-import { InvalidActionError, SideEffectError } from './errors.js';
+import { InvalidActionError } from './errors.js';
 import type { Fence, Key } from './types.js';
 import { checkText } from './validate.js';
 
@@ -103,7 +103,7 @@ export interface BreakerCommand {
 }
 
 /**
- * A store that keeps breakers, beside the {@link Store} contract: optional, both bundled stores
+ * A store that keeps breakers, beside the `Store` contract: optional, both bundled stores
  * have it. Each call is ONE atomic operation by the store's clock, so every worker of a store sees
  * one breaker per group and exactly one half-open attempt goes through across them.
  */
@@ -135,35 +135,6 @@ export interface BreakerStore {
 /** Whether `store` keeps breakers. */
 export function keepsBreakers<S extends object>(store: S): store is S & BreakerStore {
   return typeof (store as Partial<BreakerStore>).admitAttempt === 'function';
-}
-
-/**
- * A new attempt refused because its group's breaker is open: nothing was attempted and the key is
- * free, so the call may run again at `retryAt`. Its message names the group, why it opened, until
- * when, and the command that closes it.
- */
-export class BreakerOpenError extends SideEffectError {
-  readonly code = 'BREAKER_OPEN';
-
-  constructor(
-    readonly record: BreakerRecord,
-    readonly retryAt: number,
-    readonly retryAfterMs: number,
-  ) {
-    super(pausedMessage(record, retryAt));
-  }
-}
-
-function pausedMessage(record: BreakerRecord, retryAt: number): string {
-  const until =
-    record.state === 'open' && record.manual
-      ? 'until a person closes it'
-      : `until ${new Date(retryAt).toISOString()}`;
-  return `breaker "${record.group}" is ${record.state} since ${new Date(record.since).toISOString()} (${record.reason}; by ${record.by}): no new attempt starts ${until}. Nothing was attempted; the call waits. To close it: sideeffect breaker close ${shellWord(record.group)} --reason "..."`;
-}
-
-function shellWord(word: string): string {
-  return /^[\w./:@-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
 /** The defaults a payments team would accept: 5 uncertain in 60 s, 30 s cool-down, at most 10 min. */
@@ -201,8 +172,8 @@ export function checkBreakerPolicy(policy: BreakerPolicy): BreakerPolicy {
   return checked;
 }
 
-export function checkBreakerGroup(group: unknown): string {
-  return checkText('breaker group', group, MAX_GROUP_BYTES);
+export function checkBreakerGroup(group: unknown, field = 'breaker group'): string {
+  return checkText(field, group, MAX_GROUP_BYTES);
 }
 
 /** An attempt's outcome as a store records it: a key, the fence of its grant, one of the outcomes. */

@@ -1,44 +1,28 @@
-/**
- * Stable, machine-readable error codes. Match on `code` (or `instanceof`),
- * never on the message: messages may be reworded, codes are a contract.
- */
-export type SideEffectErrorCode =
-  | 'FENCE_STALE'
-  | 'LEASE_LOST'
-  | 'INVALID_ACTION'
-  | 'NO_STORE'
-  | 'OUTCOME_UNCERTAIN'
-  | 'NOT_UNCERTAIN'
-  | 'STALE_VERDICT'
-  | 'PENDING_VERDICTS_FULL'
-  | 'UNEXPECTED_STORE_ANSWER'
-  | 'KEY_CONFLICT'
-  | 'CONTENDED'
-  | 'STORE_UNAVAILABLE'
-  | 'STORE_MISCONFIGURED'
-  | 'MIGRATION_CONFLICT'
-  | 'ACTIVITY_NAME_CLASH'
-  | 'SEARCH_ATTRIBUTES_MISSING'
-  | 'NOT_TRANSACTIONAL'
-  | 'NOT_APPLIED'
-  | 'INVALID_SCHEMA'
-  | 'PURGE_BELOW_FLOOR'
-  | 'TRANSACTION_ENDED'
-  | 'TRANSACTION_MISUSE'
-  | 'UNSUPPORTED_SDK'
-  | 'BREAKER_OPEN';
+import type { BreakerRecord } from './breaker.js';
+import { NEXT_BY_CODE, type NextStep, type SideEffectErrorCode } from './error-codes.js';
 
 /**
  * Whether `error` is this library's error with `code`: match with it instead of
  * `error.code === ...`, so an object that merely carries a `code` field is not taken for one.
  */
-export function hasCode(error: unknown, code: SideEffectErrorCode): boolean {
+export function hasCode<C extends SideEffectErrorCode>(
+  error: unknown,
+  code: C,
+): error is SideEffectError & { readonly code: C } {
   return error instanceof SideEffectError && error.code === code;
 }
 
-/** Base of every error this library throws on purpose. */
+/**
+ * Base of every error this library throws on purpose: `code` says what happened, `next` what the
+ * caller does about it, so a handler switches on one field instead of a list of classes.
+ */
 export abstract class SideEffectError extends Error {
   abstract readonly code: SideEffectErrorCode;
+
+  /** What the caller does next: retry, wait for a person, fix and retry, or nothing (final). */
+  get next(): NextStep {
+    return NEXT_BY_CODE[this.code];
+  }
 
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -283,6 +267,22 @@ export class ContendedError extends SideEffectError {
 }
 
 /**
+ * The store refused a grant whose fence would pass 2^53 - 1, the largest a fence can be held
+ * exactly as a JavaScript number (Postgres SQLSTATE SE141). A rounded fence would let a stale
+ * holder pass for the current one, so nothing is granted; a retry gets the same answer. Reached
+ * by a resource granted about 2^53 times, or a cluster on a timeline past 2097152 (each
+ * promotion's timeline starts its fences 2^32 higher: docs/guarantees.md).
+ */
+export class FenceExhaustedError extends SideEffectError {
+  readonly code = 'FENCE_EXHAUSTED';
+  constructor(operation: string, cause: unknown) {
+    super(`store ${operation} refused: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
+  }
+}
+
+/**
  * The store could not be reached or the operation's fate is unknown to us
  * (connection killed, database down). Never reported as an outcome.
  */
@@ -504,5 +504,91 @@ export class UnsupportedSdkError extends SideEffectError {
     message: string,
   ) {
     super(message);
+  }
+}
+
+/**
+ * A new attempt refused because its group's breaker is open: nothing was attempted and the key is
+ * free, so the call may run again at `retryAt`. Its message names the group, why it opened, until
+ * when, and the command that closes it.
+ */
+export class BreakerOpenError extends SideEffectError {
+  readonly code = 'BREAKER_OPEN';
+
+  constructor(
+    readonly record: BreakerRecord,
+    readonly retryAt: number,
+    readonly retryAfterMs: number,
+  ) {
+    super(pausedMessage(record, retryAt));
+  }
+}
+
+function pausedMessage(record: BreakerRecord, retryAt: number): string {
+  const until =
+    record.state === 'open' && record.manual
+      ? 'until a person closes it'
+      : `until ${new Date(retryAt).toISOString()}`;
+  return `breaker "${record.group}" is ${record.state} since ${new Date(record.since).toISOString()} (${record.reason}; by ${record.by}): no new attempt starts ${until}. Nothing was attempted; the call waits. To close it: sideeffect breaker close ${shellWord(record.group)} --reason "..."`;
+}
+
+function shellWord(word: string): string {
+  return /^[\w./:@-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * The store's connection reached a standby (a read-only server in recovery, `pg_is_in_recovery()`),
+ * not the primary. Refused by the worker's start, `migrate()` and every CLI command, naming the
+ * server: a standby answers reads, so a `list` would say "no keys" and a `migrate --status` "up to
+ * date" about a copy that may be behind, and a worker would fail every write. Point the
+ * connection at the primary (a libpq URL with `target_session_attrs=read-write` finds it).
+ */
+export class StoreIsStandbyError extends SideEffectError {
+  readonly code = 'STORE_IS_STANDBY';
+  constructor(
+    /** Where the connection went: host, port, database and user. */
+    readonly host: string,
+  ) {
+    super(
+      `${host} is a standby (read-only, in recovery), not the primary: point the connection at the primary (a URL with target_session_attrs=read-write picks it among several hosts)`,
+    );
+  }
+}
+
+/** One way the store's setup can lose an acknowledged commit, and what removes it. */
+export interface DurabilityRisk {
+  /**
+   * `asynchronous`: standbys (or an idle replication slot) with synchronous_standby_names empty;
+   * `commit-off`: synchronous_commit off; `commit-local`: local beside a synchronous standby.
+   */
+  readonly kind: 'asynchronous' | 'commit-off' | 'commit-local';
+  /** What is wrong, in plain words. */
+  readonly problem: string;
+  /** The change that removes the risk. */
+  readonly fix: string;
+}
+
+/**
+ * The store can lose a commit it acknowledged: asynchronous standbys (a failover promotes one
+ * that lacks the last commits), `synchronous_commit = off` (acknowledged before the WAL is on
+ * disk) or `local` beside a synchronous standby. Lost, a key's record of an applied effect is gone
+ * while the effect stays done downstream: the next call applies it a second time, with the same
+ * fence. Refused at a worker's start unless the plugin's `durability` declares the setup
+ * (`'managed'`, `'accept-loss'`); `risks` lists each cause with its fix.
+ */
+export class DurabilityAtRiskError extends SideEffectError {
+  readonly code = 'DURABILITY_AT_RISK';
+  constructor(
+    /** Where the connection went: host, port, database and user. */
+    readonly host: string,
+    readonly risks: readonly DurabilityRisk[],
+  ) {
+    super(
+      `${host} can lose an acknowledged commit, and a failover or crash then applies an effect twice: ${risks
+        .map((risk) => `${risk.problem}; fix: ${risk.fix}`)
+        .join(
+          '. ',
+        )}. Or declare the setup with the worker's \`durability\` option ('managed' when the service replicates below Postgres, 'accept-loss' to start anyway): see docs/production.md, "Durability and replication"`,
+    );
   }
 }

@@ -2,7 +2,6 @@ export {
   type BreakerAdmission,
   type BreakerAnswer,
   type BreakerCommand,
-  BreakerOpenError,
   type BreakerOutcome,
   type BreakerPolicy,
   type BreakerRecord,
@@ -12,6 +11,7 @@ export {
   defaultBreakerPolicy,
   keepsBreakers,
 } from './breaker.js';
+export * from './error-codes.js';
 export * from './errors.js';
 export { decodeJson, encodeJson, NotJsonError } from './json.js';
 export { maskConnectionString } from './mask.js';

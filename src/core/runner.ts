@@ -60,13 +60,39 @@ export interface ExecuteOptions {
    */
   isDefinite?: (error: unknown) => boolean;
   /**
-   * Asked once the lease is granted, before prepare and apply: throwing releases the key (back to
-   * `free`, nothing applied) and ends the call as `failed` with that error. Lets a caller refuse
-   * to start a new attempt (an open breaker) while replays and uncertain keys still answer as
-   * the store says.
+   * The breaker of the attempt's provider: asked once the lease is granted, before prepare and
+   * apply, and told how an attempt it let through ended. Never asked for a replay or an uncertain
+   * key: those answer as the store says.
    * @default none: every grant goes on
    */
+  breaker?: AttemptBreaker;
+  /**
+   * Asked once the lease is granted, before prepare and apply; throwing refuses the attempt.
+   * @default none: every grant goes on
+   * @deprecated since 0.4.0, removed in 0.5.0: use {@link ExecuteOptions.breaker} (`admit` is its
+   * first half).
+   */
   admit?: (lease: Lease) => void | Promise<void>;
+}
+
+/**
+ * A breaker as one call's attempt meets it, a step of {@link Runner.execute}: the Runner asks it
+ * between the grant and the apply, and tells it the attempt's end, on every path out. Threaded
+ * through the caller instead, the outcome was the caller's to remember, and a path that forgot it
+ * left a half-open breaker waiting out its slot.
+ */
+export interface AttemptBreaker {
+  /**
+   * Whether this granted attempt may start. Throwing refuses it: the key is released (back to
+   * `free`, nothing applied) and the call ends `failed` with that error. Answer at once (no
+   * promise) when nothing needs asking: the closed path then adds no turn of the event loop.
+   */
+  admit(lease: Lease): void | Promise<void>;
+  /**
+   * How the admitted attempt ended, before execute returns. The execution stands whatever this
+   * does: a throw is ignored, so report your own failures.
+   */
+  record(execution: Execution): void | Promise<void>;
 }
 
 /**
@@ -157,11 +183,6 @@ export class Runner {
     return store.resolveUncertain(key, checkResolution(resolution));
   }
 
-  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link Runner.resolve} (one verb for recording a verdict). */
-  async reconcile(action: Action, resolution: Resolution): Promise<ResolveOutcome> {
-    return this.resolve(action, resolution);
-  }
-
   /** Returns the result, or throws: anything but applied/replayed (contended included) is an error, never an empty result. */
   async run(action: Action, apply: Apply, options: ExecuteOptions = {}): Promise<Result> {
     const execution = await this.execute(action, apply, options);
@@ -210,19 +231,47 @@ export class Runner {
         throw new UnexpectedStoreAnswerError((acquisition as { outcome: unknown }).outcome);
     }
 
-    if (options.admit) {
+    const breaker =
+      options.breaker ?? (options.admit && { admit: options.admit, record: () => {} });
+    if (breaker) {
       try {
-        // Not awaited when it answers at once: a closed breaker's check adds no turn of the loop.
-        const admitting = options.admit(acquisition.lease);
+        const admitting = breaker.admit(acquisition.lease);
         if (admitting) await admitting;
       } catch (error) {
         await releaseQuietly(store, checked, acquisition.lease);
         return { outcome: 'failed', error };
       }
     }
+    const execution = await this.#attempt(
+      store,
+      checked,
+      acquisition.lease,
+      prepare,
+      apply,
+      options,
+    );
+    if (breaker) {
+      try {
+        const recording = breaker.record(execution);
+        if (recording) await recording;
+      } catch {
+        // The attempt's end stands; the breaker reports its own failure.
+      }
+    }
+    return execution;
+  }
 
+  /** The granted, admitted attempt: prepare, the holder check, apply, complete or markUncertain. */
+  async #attempt<Prepared>(
+    store: Store,
+    checked: Required<Action>,
+    lease: Lease,
+    prepare: Effect<Prepared>['prepare'] | undefined,
+    apply: (prepared: Prepared, context: ApplyContext) => Promise<Result>,
+    options: ExecuteOptions,
+  ): Promise<Execution> {
     // Renewed from the grant on, so a slow prepare keeps its lease (and its Temporal heartbeat) too.
-    const keepAlive = new KeepAlive(store, checked, acquisition.lease, options.onRenewed);
+    const keepAlive = new KeepAlive(store, checked, lease, options.onRenewed);
     const signal = options.signal
       ? AbortSignal.any([keepAlive.signal, options.signal])
       : keepAlive.signal;

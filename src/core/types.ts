@@ -92,8 +92,6 @@ export interface KeyEvent {
    * `takeover`, ...). Stored in the `actor` column.
    */
   by: string;
-  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link KeyEvent.by} (the same value). */
-  actor: string;
   /**
    * For a verdict: the Temporal identity that delivered it (`Resolution.identity`). Declared
    * by the sending client (the `temporal` CLI's `--identity` sets any), so a claim, not a proof,

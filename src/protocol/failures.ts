@@ -23,7 +23,8 @@ export const SideEffectFailureType = {
    * The effect's breaker group is open (its provider's outcomes turned uncertain): nothing was
    * attempted, the key is free; retryable, with `nextRetryDelay` = time to the next half-open.
    * Details `[{ key, group, state, reason, by, since, retryAt, retryAfterMs }]`. The workflow's
-   * guarded call waits it out without failing.
+   * guarded call waits it out, unless it set `maxPause`: past that, the call fails with this type,
+   * non-retryable, details `[{ key, group, pausedMs, turns }]`, for the workflow to handle.
    */
   Paused: 'SideEffectPaused',
   /** The effect's in-flight bound in this worker is full; retryable, nothing was attempted. */

@@ -33,6 +33,23 @@ export const BREAKER_TRANSITIONS_METRIC = 'sideeffect_breaker_transitions';
 export const BREAKER_STATE_METRIC = 'sideeffect_breaker_state';
 
 /**
+ * Every metric's name, for dashboards and alerts that must not drift from what the worker emits;
+ * each one's kind and labels are on the constant it reads (docs/operations.md lists them).
+ */
+export const metricNames = {
+  outcomes: OUTCOMES_METRIC,
+  reconcilesOpened: RECONCILES_OPENED_METRIC,
+  reconcilesResolved: RECONCILES_RESOLVED_METRIC,
+  pendingVerdictsRefused: PENDING_VERDICTS_REFUSED_METRIC,
+  verdictsRefused: VERDICTS_REFUSED_METRIC,
+  timeToResolution: TIME_TO_RESOLUTION_METRIC,
+  uncertainOpen: UNCERTAIN_OPEN_METRIC,
+  uncertainOldestAge: UNCERTAIN_OLDEST_AGE_METRIC,
+  breakerTransitions: BREAKER_TRANSITIONS_METRIC,
+  breakerState: BREAKER_STATE_METRIC,
+} as const;
+
+/**
  * How a guarded call ended, as the `outcome` label: the Runner's four
  * outcomes plus `not_applied` (granted, then failed with nothing applied:
  * prepare failed, or an apply declared safe failed) and `paused` (its

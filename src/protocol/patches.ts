@@ -108,6 +108,14 @@ export const workflowPatches = {
    * fence-less verdict for the run's own attempt and refusing `attempt` as an unknown field.
    */
   verdictNamesAttempt: { id: 'sideeffect-verdict-names-attempt', since: '0.3' },
+  /**
+   * Callers paused by a breaker whose waits double from the breaker's hint up to `pauseCap` (an
+   * hour by default) and that fail with a non-retryable `SideEffectPaused` past `maxPause`: a
+   * wait of one cool-down per turn grew a paused caller's history by some 30,000 events a day,
+   * and Temporal terminates a run at 51,200. Asked only on a pause, after
+   * `sideeffect-breaker-paused-wait`, so histories recorded before it replay the old loop.
+   */
+  breakerPausedBackoff: { id: 'sideeffect-breaker-paused-backoff', since: '0.4' },
 } as const satisfies Record<string, { id: string; since: Minor }>;
 
 /** The name of one of the library's workflow patches (its id is {@link workflowPatches}`[name].id`). */
@@ -118,7 +126,7 @@ export type WorkflowPatch = keyof typeof workflowPatches;
  * of them executes. Only released minors that recorded their histories: each is tested by
  * replaying such runs with that release's workflow code.
  */
-export const compatibleVersions = ['0.1', '0.2'] as const;
+export const compatibleVersions = ['0.1', '0.2', '0.3'] as const;
 
 /** A previous minor version a worker can keep its runs replayable by (`compatibleWith`). */
 export type CompatibleWith = (typeof compatibleVersions)[number];

@@ -196,11 +196,11 @@ export interface ReconcileStatus {
   reason: string;
   effect?: string;
   state: 'checking' | 'probing' | 'waiting' | 'resolving' | 'resolved';
-  /** The attempt judged, by its fence (see {@link ReconcileInput.fence}). */
+  /** The attempt judged, by its fence (the input's `fence`). */
   fence?: number;
-  /** When the judged attempt started and ended (see {@link ReconcileInput.attempt}). */
+  /** When the judged attempt started and ended (the input's `attempt`). */
   attempt?: AttemptTimes;
-  /** The verdicts on the key's earlier attempts (see {@link ReconcileInput.earlier}). */
+  /** The verdicts on the key's earlier attempts (the input's `earlier`). */
   earlier?: EarlierVerdict[];
   waitingSince: string;
   rejected: RejectedResolve[];

@@ -295,16 +295,6 @@ export class MemoryStore implements Store, PendingVerdictStore, BreakerStore {
     return { ...copyPending(entry), state: 'late', why: lateWhy(entry, this.#keys.get(entry.key)) };
   }
 
-  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link MemoryStore.addPendingVerdict}; the same operation. */
-  holdVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
-    return this.addPendingVerdict(key, resolution);
-  }
-
-  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link MemoryStore.pendingVerdicts}; the same operation. */
-  heldVerdicts(key: Key): Promise<PendingVerdict[]> {
-    return this.pendingVerdicts(key);
-  }
-
   async pendingVerdictKeys(limit: number): Promise<Key[]> {
     const keys: Key[] = [];
     for (const verdict of this.#pending) {
@@ -516,9 +506,9 @@ export class MemoryStore implements Store, PendingVerdictStore, BreakerStore {
   }
 }
 
-/** A transition of `row` to `to`; `actor` repeats `by` for callers of the deprecated name. */
+/** A transition of `row` to `to`. */
 function eventOf(row: KeyRow, to: KeyState, reason: string, by: string) {
-  return { key: row.key, from: row.state, to, fence: row.fence, reason, by, actor: by };
+  return { key: row.key, from: row.state, to, fence: row.fence, reason, by };
 }
 
 const LEASE_LOST = 'lease lost during apply';

@@ -2,6 +2,15 @@
 export type SyncxErrorCode = 'INVALID_CAPACITY' | 'INVALID_COUNT';
 
 /**
+ * Each code's next step, one of the library's `NextStep` answers (docs/troubleshooting.md, "What
+ * to do next"): every refusal here is of an argument. Kept in syncx, which imports nothing.
+ */
+export const NEXT_BY_SYNCX_CODE: Readonly<Record<SyncxErrorCode, 'fix-and-retry'>> = {
+  INVALID_CAPACITY: 'fix-and-retry',
+  INVALID_COUNT: 'fix-and-retry',
+};
+
+/**
  * Thrown synchronously when a primitive is given an argument it cannot honour.
  *
  * Why: a NaN or string capacity silently compares false against every counter, which turns
@@ -16,5 +25,10 @@ export class SyncxError extends TypeError {
   constructor(code: SyncxErrorCode, message: string) {
     super(message);
     this.code = code;
+  }
+
+  /** What the caller does next, as for the library's other errors: fix the argument. */
+  get next(): (typeof NEXT_BY_SYNCX_CODE)[SyncxErrorCode] {
+    return NEXT_BY_SYNCX_CODE[this.code];
   }
 }

@@ -57,7 +57,7 @@ export class Gate {
   }
 
   /**
-   * Resolves to a {@link Release} once a slot is free, in FIFO order. An aborted signal
+   * Resolves to a release function once a slot is free, in FIFO order. An aborted signal
    * rejects with `signal.reason` and takes no slot: at once if it is already aborted, or by
    * leaving the queue if it aborts while waiting. The abort listener is removed as soon as
    * the wait ends either way, so a long-lived signal does not collect listeners.

@@ -1,5 +1,5 @@
-export { SyncxError, type SyncxErrorCode } from './errors.js';
+export { SyncxError } from './errors.js';
 export { type SettleAllOptions, settleAll } from './fan-in.js';
-export { type AcquireOptions, Gate, type Release } from './gate.js';
+export { type AcquireOptions, Gate } from './gate.js';
 export { KeyedGate } from './keyed-gate.js';
-export { onPanic, PanicError, type PanicHandler } from './panic.js';
+export { onPanic, PanicError } from './panic.js';

@@ -113,7 +113,7 @@ export function scriptEffect<I, R>(
 }
 
 /** What a test store holds for one key, with the result decoded from its JSON. */
-export interface HeldKey {
+export interface StoredKey {
   key: string;
   resource: string;
   state: KeyState;
@@ -130,11 +130,11 @@ export interface HeldKey {
  */
 export class TestStore extends MemoryStore {
   /** Every key the store holds, in key order, results decoded. */
-  async keys(): Promise<HeldKey[]> {
+  async keys(): Promise<StoredKey[]> {
     const records = await this.list();
     return records
       .map(
-        ({ key, resource, state, fence, retrySafety, result, reason }): HeldKey => ({
+        ({ key, resource, state, fence, retrySafety, result, reason }): StoredKey => ({
           key,
           resource,
           state,
@@ -148,7 +148,7 @@ export class TestStore extends MemoryStore {
   }
 
   /** One key as {@link keys} shows it, or undefined if the store never saw it. */
-  async key(key: string): Promise<HeldKey | undefined> {
+  async key(key: string): Promise<StoredKey | undefined> {
     return (await this.keys()).find((held) => held.key === key);
   }
 

@@ -1,5 +1,5 @@
 import { Runtime } from '@temporalio/worker';
-import type { SweepAndReconcileReport } from '../activities/index.js';
+import type { SweepAndReconcileReport } from '../activities/reconcile-activities.js';
 import { UNCERTAIN_OLDEST_AGE_METRIC, UNCERTAIN_OPEN_METRIC } from '../protocol/metrics.js';
 
 /**

@@ -1,8 +1,8 @@
-export { type ClusterOptions, type ClusterSettings, clusterSettings } from './cluster.js';
+export { type ClusterOptions, clusterSettings } from './cluster.js';
 export {
   defaultWorkflowsPath,
   encodedFailureConverterPath,
   SideEffectPlugin,
   type SideEffectPluginOptions,
 } from './plugin.js';
-export { missingSearchAttributes, searchAttributeCreateCommand } from './search-attributes.js';
+export { missingSearchAttributes } from './search-attributes.js';

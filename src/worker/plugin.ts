@@ -16,13 +16,20 @@ import {
 } from '../activities/index.js';
 import {
   ActivityNameClashError,
+  DurabilityAtRiskError,
   InvalidActionError,
   type MigrationConflictError,
   SearchAttributesMissingError,
+  StoreIsStandbyError,
   StoreMisconfiguredError,
 } from '../core/errors.js';
 import type { Store } from '../core/store.js';
 import type { CompatibleWith } from '../protocol/patches.js';
+import {
+  checkedDurability,
+  type Durability,
+  type DurabilityReport,
+} from '../store/postgres/durability.js';
 import { newerSchema } from '../store/postgres/newer-schema.js';
 import {
   bundleCompatibilityError,
@@ -100,12 +107,30 @@ export interface SideEffectPluginOptions
    * Keeps what this worker's workflows do replayable by the given previous minor version: no
    * workflow patch that version does not know is taken, in ReconcileWorkflow and in the effect
    * calls of your workflows (the setting is built into the workflow bundle). Set it while you roll
-   * this version out (say `'0.2'` when upgrading from 0.2.x), so you can roll back; remove it once
+   * this version out (say `'0.3'` when upgrading from 0.3.x), so you can roll back; remove it once
    * no worker of the older version will run again. Runs that already took a patch keep it. An
    * unknown version is refused (INVALID_ACTION). See docs/versioning.md, "Rolling back".
    * @default none: every patch of this version is taken
    */
   compatibleWith?: CompatibleWith;
+  /**
+   * What the worker's start requires of the store's replication (a PgStore's; other stores are
+   * not checked). At-most-once is only as durable as the store's last acknowledged commit: a
+   * failover to an asynchronous standby, or a crash with `synchronous_commit = off`, loses it,
+   * and the effect it recorded is applied a second time.
+   * - `'checked'`: the run fails with DurabilityAtRiskError when the server has asynchronous
+   *   standbys (or an idle replication slot) and no `synchronous_standby_names`, or the store's
+   *   role commits with `synchronous_commit` `off`, or `local` beside a synchronous standby. A
+   *   single primary with no standby starts.
+   * - `'managed'`: the service replicates below Postgres (RDS Multi-AZ DB instance, Aurora, Cloud
+   *   SQL HA), where the server cannot tell: only `synchronous_commit = off` is refused.
+   * - `'accept-loss'`: starts anyway, each risk logged as a warning.
+   *
+   * A standby (read-only) fails the run with StoreIsStandbyError under every setting. A bad value
+   * is refused (INVALID_ACTION). See docs/production.md, "Durability and replication".
+   * @default 'checked'
+   */
+  durability?: Durability;
 }
 
 interface Setup {
@@ -161,6 +186,7 @@ export class SideEffectPlugin implements WorkerPlugin {
 
   constructor(options: SideEffectPluginOptions) {
     checkedCompatibleWith(options.compatibleWith);
+    checkedDurability(options.durability);
     this.#options = options;
   }
 
@@ -182,6 +208,7 @@ export class SideEffectPlugin implements WorkerPlugin {
       sweepEveryMs: _,
       searchAttributes: __,
       compatibleWith,
+      durability: ___,
       ...activityOptions
     } = this.#options;
     if (options.workerDeploymentOptions && !options.workerDeploymentOptions.useWorkerVersioning)
@@ -267,7 +294,7 @@ export class SideEffectPlugin implements WorkerPlugin {
     const wrongBundle = await setup.workflows;
     // Checked while the Worker starts (a check before it would leave a `runUntil` whose callback
     // ends first with a Worker nobody stops); the activities wait for the verdict.
-    const schema = checkSchema(this.#options.store);
+    const schema = checkStore(this.#options.store, checkedDurability(this.#options.durability));
     this.#schemaChecked = schema;
     const running = next(worker);
     // Awaited below; until then a fatal worker error must not count as an unhandled rejection.
@@ -431,6 +458,48 @@ function definedOnly(options: WorkerOptions): WorkerOptions {
   return Object.fromEntries(
     Object.entries(options).filter(([, value]) => value !== undefined),
   ) as WorkerOptions;
+}
+
+/** What a store on Postgres tells about its replication (`PgStore.checkDurability`). */
+interface ReplicatedStore {
+  checkDurability(durability?: Durability): Promise<DurabilityReport>;
+}
+
+/** The start-up checks of the store: its replication first (a standby's schema reads fine), then its schema. */
+async function checkStore(store: Store, durability: Durability): Promise<Error | undefined> {
+  return (await checkReplication(store, durability)) ?? (await checkSchema(store));
+}
+
+/**
+ * Refuses to run a worker on a standby, or, unless `durability` declares the setup, on a server
+ * whose failover or crash can lose an acknowledged commit: the store would forget an applied
+ * effect, and the next call would apply it again. With `'accept-loss'` each risk is logged. A
+ * server that cannot be read only warns, as the schema check does: the activities retry until it
+ * answers.
+ */
+async function checkReplication(
+  store: Store,
+  durability: Durability,
+): Promise<StoreIsStandbyError | DurabilityAtRiskError | undefined> {
+  const check = (store as Partial<ReplicatedStore>).checkDurability;
+  if (typeof check !== 'function') return undefined;
+  const logger = Runtime.instance().logger;
+  try {
+    const report = await check.call(store, durability);
+    for (const risk of report.risks)
+      logger.warn(
+        `sideeffect: durability 'accept-loss', starting anyway: ${risk.problem} (fix: ${risk.fix})`,
+        { host: report.facts.host, kind: risk.kind },
+      );
+    return undefined;
+  } catch (error) {
+    if (error instanceof StoreIsStandbyError || error instanceof DurabilityAtRiskError)
+      return error;
+    logger.warn("sideeffect: could not read the store's replication at start", {
+      error: error instanceof Error ? error.message : String(error),
+    });
+    return undefined;
+  }
 }
 
 /** What a store that keeps its schema in Postgres tells about it (`PgStore.migrationStatus`). */

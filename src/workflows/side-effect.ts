@@ -10,6 +10,7 @@ import {
   TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
+import { InvalidActionError } from '../core/errors.js';
 import { parseDuration } from '../protocol/duration.js';
 import { SideEffectFailureType } from '../protocol/failures.js';
 import { reconciledError } from '../protocol/signal-input.js';
@@ -27,6 +28,7 @@ import {
   type Verdict,
 } from '../protocol/wire.js';
 import { takePatch } from './patch.js';
+import { nextPause, type PauseLimits, pauseLimits } from './paused-wait.js';
 
 /** A duration as Temporal takes it: milliseconds or an `ms`-style string like `'1 hour'`. */
 type Duration = Parameters<typeof sleep>[0];
@@ -64,6 +66,23 @@ export interface SideEffectOptions extends ActivityOptions {
    * @default '1 hour'
    */
   recheckEvery?: Duration;
+  /**
+   * While the effect's breaker keeps the call paused, the longest wait between two turns (each
+   * turn one activity and one timer in this workflow's history): waits start at the breaker's
+   * hint and double up to this, so a pause of days adds a few events an hour instead of a turn
+   * per cool-down. A breaker that closes is seen at the next turn, so this is also the most a
+   * caller waits after it closes. Refused at definition unless a positive duration.
+   * @default '1 hour'
+   */
+  pauseCap?: Duration;
+  /**
+   * The longest total pause: once the call has been paused this long, it fails with a
+   * non-retryable `SideEffectPaused` (details `{ key, group, pausedMs, turns }`) the workflow can
+   * catch, e.g. to cancel the order instead of holding it for the provider's whole outage.
+   * Nothing was attempted: the key is free. Refused at definition unless a positive duration.
+   * @default no limit: the call waits for the breaker however long it stays open
+   */
+  maxPause?: Duration;
 }
 
 /** How a guarded call ended, for workflows that log or branch on it. `reconciled` = decided by a ReconcileWorkflow (probe or person). */
@@ -74,7 +93,7 @@ export interface SideEffectOutcome<R> {
 }
 
 /** Structural view of an effect definition, so workflows can type calls with a type-only import of the host's effects. */
-export interface EffectShape {
+interface EffectShape {
   // biome-ignore lint/suspicious/noExplicitAny: bivariant input position, like Temporal's ActivityInterfaceFor
   apply(input: any, ...rest: never[]): Promise<unknown>;
 }
@@ -224,7 +243,16 @@ export async function guardedCall<R = unknown, I = unknown>(
   input: I,
   options: SideEffectOptions = {},
 ): Promise<SideEffectOutcome<R>> {
-  const { step = effect, key, onUncertain = 'wait', recheckEvery = '1 hour', ...rest } = options;
+  const {
+    step = effect,
+    key,
+    onUncertain = 'wait',
+    recheckEvery = '1 hour',
+    pauseCap,
+    maxPause,
+    ...rest
+  } = options;
+  const limits = callPauseLimits({ pauseCap, maxPause });
   const cancellation: ActivityOptions = takePatch('effectWaitCancellation')
     ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED }
     : {};
@@ -236,6 +264,7 @@ export async function guardedCall<R = unknown, I = unknown>(
     ...rest,
   })[effect]!;
   const request: EffectRequest<I> = key === undefined ? { step, input } : { step, input, key };
+  let paused: Paused | undefined;
   for (;;) {
     let uncertain: UncertainDetails;
     try {
@@ -244,6 +273,10 @@ export async function guardedCall<R = unknown, I = unknown>(
       const pause = pausedDetails(error);
       // Nothing was attempted: the breaker decides when to try again, not the retry budget.
       if (pause && takePatch('breakerPausedWait')) {
+        if (takePatch('breakerPausedBackoff')) {
+          paused = await waitPaused(pause, paused, limits);
+          continue;
+        }
         log.info('effect paused by its breaker: waiting for the next half-open', { ...pause });
         await sleep(Math.max(1_000, pause.retryAfterMs));
         continue;
@@ -251,6 +284,7 @@ export async function guardedCall<R = unknown, I = unknown>(
       const details = uncertainDetails(error);
       if (!details) throw error;
       uncertain = details;
+      paused = undefined;
     }
     if (onUncertain === 'throw') {
       throw ApplicationFailure.create({
@@ -272,6 +306,8 @@ export async function guardedCall<R = unknown, I = unknown>(
  * of that name at most once and resolves to its result, with input and result types taken from
  * its definition through a type-only import, so nothing of the worker side enters the bundle.
  * {@link runSideEffect} also tells how a call ended; {@link sideEffects} fans many out.
+ * A `pauseCap` or `maxPause` in `defaults` that is not a positive duration throws an
+ * `InvalidActionError` naming it here, not on the first pause.
  *
  * @example
  * ```ts
@@ -285,6 +321,7 @@ export async function guardedCall<R = unknown, I = unknown>(
  * ```
  */
 export function proxySideEffects<E>(defaults: SideEffectOptions = {}): SideEffectsFor<E> {
+  pauseLimits(defaults);
   return new Proxy({} as SideEffectsFor<E>, {
     get: (_, effect) => {
       if (typeof effect !== 'string') return undefined;
@@ -292,6 +329,55 @@ export function proxySideEffects<E>(defaults: SideEffectOptions = {}): SideEffec
         resultOf(effect, input, { ...defaults, ...options });
     },
   });
+}
+
+/** A call's pause so far: since when (workflow time), its turns, and the last wait. */
+interface Paused {
+  since: number;
+  turns: number;
+  lastMs: number;
+}
+
+/**
+ * One turn of a paused call: fails it with a non-retryable `SideEffectPaused` once `maxPause` is
+ * spent, else sleeps the next wait (never past `maxPause`, so the last turn comes when it ends).
+ */
+async function waitPaused(
+  pause: { key: string; group: string; retryAfterMs: number },
+  paused: Paused | undefined,
+  { capMs, maxPauseMs }: PauseLimits,
+): Promise<Paused> {
+  const since = paused?.since ?? Date.now();
+  const turns = (paused?.turns ?? 0) + 1;
+  const pausedMs = Date.now() - since;
+  if (maxPauseMs !== undefined && pausedMs >= maxPauseMs) {
+    throw ApplicationFailure.create({
+      type: SideEffectFailureType.Paused,
+      message: `effect paused by breaker "${pause.group}" for ${pausedMs} ms over ${turns} turns, past its maxPause of ${maxPauseMs} ms: nothing was attempted, the key "${pause.key}" is free`,
+      nonRetryable: true,
+      details: [{ key: pause.key, group: pause.group, pausedMs, turns }],
+    });
+  }
+  let wait = nextPause(paused?.lastMs, pause.retryAfterMs, capMs);
+  if (maxPauseMs !== undefined) wait = Math.min(wait, maxPauseMs - pausedMs);
+  log.info('effect paused by its breaker: waiting', { ...pause, waitMs: wait, turns, pausedMs });
+  await sleep(wait);
+  return { since, turns, lastMs: wait };
+}
+
+/** A call's pause options, a bad one failing the call (not the workflow task) with `SideEffectInvalidAction`. */
+function callPauseLimits(options: { pauseCap?: Duration; maxPause?: Duration }): PauseLimits {
+  try {
+    return pauseLimits(options);
+  } catch (error) {
+    if (!(error instanceof InvalidActionError)) throw error;
+    throw ApplicationFailure.create({
+      type: SideEffectFailureType.InvalidAction,
+      message: error.message,
+      nonRetryable: true,
+      details: [{ field: error.field }],
+    });
+  }
 }
 
 /** The `{ key, resource, reason }` of a SideEffectOutcomeUncertain failure anywhere in the cause chain, else undefined. */

@@ -10,6 +10,7 @@ import ts from 'typescript';
 /** package.json `exports` subpath -> its source entry. */
 export const ENTRY_POINTS: Record<string, string> = {
   sideeffect: 'src/index.ts',
+  'sideeffect/store': 'src/store/index.ts',
   'sideeffect/postgres': 'src/store/postgres/index.ts',
   'sideeffect/activities': 'src/activities/index.ts',
   'sideeffect/workflows': 'src/workflows/index.ts',
@@ -23,9 +24,13 @@ const FORMAT =
   ts.TypeFormatFlags.UseSingleQuotesForStringLiteralType |
   ts.TypeFormatFlags.WriteArrowStyleSignature;
 
-/** The report, and the optional members of exported `*Options` interfaces without a `@default`. */
+/**
+ * The report, the names each entry point exports, and the optional members of exported
+ * `*Options` interfaces without a `@default`.
+ */
 export interface ApiReport {
   text: string;
+  names: Record<string, string[]>;
   undocumentedDefaults: string[];
 }
 
@@ -134,6 +139,7 @@ export function apiReport(root: string): ApiReport {
     'to this file as a change to the public contract (docs/versioning.md); update it with',
     '`npx vitest run test/api -u`.',
   ];
+  const names: Record<string, string[]> = {};
   for (const [entry, file] of Object.entries(ENTRY_POINTS)) {
     const source = program.getSourceFile(path.join(root, file));
     const module = source && checker.getSymbolAtLocation(source);
@@ -141,12 +147,14 @@ export function apiReport(root: string): ApiReport {
     const exports = checker
       .getExportsOfModule(module)
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    names[entry] = exports.map((exported) => exported.name);
     sections.push('', `## ${entry}`, '', '```ts');
     for (const exported of exports) sections.push(...describe(exported.name, exported));
     sections.push('```');
   }
   return {
     text: `${sections.join('\n')}\n`,
+    names,
     undocumentedDefaults: [...undocumentedDefaults].sort(),
   };
 }

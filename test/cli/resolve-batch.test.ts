@@ -9,13 +9,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJson, encodeJson, Runner } from '../../src/core/index.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
-import {
-  type ReconcileResolution,
-  type ReconcileStatus,
-  resolveSignal,
-  statusQuery,
-} from '../../src/workflows/index.js';
+import { type ReconcileStatus, resolveSignal, statusQuery } from '../../src/workflows/index.js';
 import { type CliRun, runCli } from '../support/cli.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { type GrantedRole, grantedRole } from '../support/roles.js';

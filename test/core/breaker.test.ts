@@ -5,6 +5,7 @@ import {
   BreakerOpenError,
   type BreakerPolicy,
   type BreakerStore,
+  type Execution,
   Runner,
 } from '../../src/core/index.js';
 import { MemoryStore } from '../../src/store/memory.js';
@@ -19,11 +20,12 @@ const policy: BreakerPolicy = {
   maxCoolDownMs: 60_000,
 };
 
-describe('Runner admit: a new attempt refused after its grant', () => {
+describe('Runner breaker: a step between the grant and the apply', () => {
   it('releases the key (free, resource free) and ends failed with the refusal; nothing applied', async () => {
     const store = new MemoryStore();
     const runner = new Runner(store, { ttlMs: 10_000 });
     let applied = 0;
+    let recorded = 0;
     const refusal = new Error('paused');
     const execution = await runner.execute(
       { key: 'k', resource: 'r' },
@@ -32,12 +34,18 @@ describe('Runner admit: a new attempt refused after its grant', () => {
         return { payload: bytes('x') };
       },
       {
-        admit: () => {
-          throw refusal;
+        breaker: {
+          admit: () => {
+            throw refusal;
+          },
+          record: () => {
+            recorded += 1;
+          },
         },
       },
     );
     expect(execution).toEqual({ outcome: 'failed', error: refusal });
+    expect(recorded).toBe(0);
     expect(applied).toBe(0);
     expect((await store.inspect('k'))?.state).toBe('free');
     expect((await store.acquire({ key: 'other', resource: 'r' }, 10_000)).outcome).toBe('granted');
@@ -52,14 +60,112 @@ describe('Runner admit: a new attempt refused after its grant', () => {
       { key: 'k', resource: 'r' },
       async () => ({ payload: bytes('y') }),
       {
-        admit: () => {
-          asked += 1;
-          throw new Error('paused');
+        breaker: {
+          admit: () => {
+            asked += 1;
+            throw new Error('paused');
+          },
+          record: () => {
+            asked += 1;
+          },
         },
       },
     );
     expect(replay.outcome).toBe('replayed');
     expect(asked).toBe(0);
+  });
+
+  it('is told the end of every attempt it admitted, on each path out, and a throw of its own changes nothing', async () => {
+    const store = new MemoryStore();
+    const runner = new Runner(store, { ttlMs: 10_000 });
+    const ends: Execution[] = [];
+    const breaker = {
+      admit: async () => {},
+      record: (execution: Execution) => {
+        ends.push(execution);
+        throw new Error('breaker store down');
+      },
+    };
+    const applied = await runner.execute(
+      { key: 'a', resource: 'r' },
+      async () => ({ payload: bytes('x') }),
+      { breaker },
+    );
+    const uncertain = await runner.execute(
+      { key: 'b', resource: 'r2' },
+      async () => {
+        throw new Error('timeout');
+      },
+      { breaker },
+    );
+    const prepareFailed = await runner.executeWith(
+      { key: 'c', resource: 'r3' },
+      {
+        prepare: async () => {
+          throw new Error('no quote');
+        },
+        apply: async () => ({ payload: bytes('y') }),
+      },
+      { breaker },
+    );
+    expect([applied.outcome, uncertain.outcome, prepareFailed.outcome]).toEqual([
+      'applied',
+      'uncertain',
+      'failed',
+    ]);
+    expect(ends).toEqual([applied, uncertain, prepareFailed]);
+  });
+});
+
+describe('BreakerGate attempt: the Runner step over the store', () => {
+  it('refuses with BreakerOpenError while open: the key free, nothing applied', async () => {
+    const store = new MemoryStore();
+    const gate = new BreakerGate(store, 0);
+    const runner = new Runner(store, { ttlMs: 10_000 });
+    const timeout = async () => {
+      throw new Error('timeout');
+    };
+    const first = await runner.execute({ key: 'k1', resource: 'r1' }, timeout, {
+      breaker: gate.attempt(policy, 'k1', observer),
+    });
+    expect(first.outcome).toBe('uncertain');
+    expect((await store.breaker('bank'))?.state).toBe('open');
+    const refused = await runner.execute(
+      { key: 'k2', resource: 'r2' },
+      async () => ({ payload: bytes('x') }),
+      { breaker: gate.attempt(policy, 'k2', observer) },
+    );
+    expect(refused.outcome).toBe('failed');
+    if (refused.outcome === 'failed') expect(refused.error).toBeInstanceOf(BreakerOpenError);
+    expect((await store.inspect('k2'))?.state).toBe('free');
+  });
+
+  it('remembers that its attempt was the half-open one: that attempt applied closes the breaker', async () => {
+    const store = new MemoryStore();
+    const gate = new BreakerGate(store, 0);
+    const runner = new Runner(store, { ttlMs: 10_000 });
+    const fast = { ...policy, group: 'fast', coolDownMs: 1, maxCoolDownMs: 1 };
+    await runner.execute(
+      { key: 'k1', resource: 'r1' },
+      async () => {
+        throw new Error('timeout');
+      },
+      { breaker: gate.attempt(fast, 'k1', observer) },
+    );
+    const opened = await store.breaker('fast');
+    expect(opened?.state).toBe('open');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const probe = await runner.execute(
+      { key: 'k2', resource: 'r2' },
+      async () => ({ payload: bytes('x') }),
+      { breaker: gate.attempt(fast, 'k2', observer) },
+    );
+    expect(probe.outcome).toBe('applied');
+    expect((await store.breakerEvents('fast')).map(({ from, to }) => `${from}->${to}`)).toEqual([
+      'closed->open',
+      'open->half-open',
+      'half-open->closed',
+    ]);
   });
 });
 

@@ -35,7 +35,7 @@ describe('the docs', () => {
   });
 
   it('docs/troubleshooting.md has an entry for every error code', () => {
-    const errors = readFileSync(path.join(REPO_ROOT, 'src/core/errors.ts'), 'utf8');
+    const errors = readFileSync(path.join(REPO_ROOT, 'src/core/error-codes.ts'), 'utf8');
     const union = errors.match(/export type SideEffectErrorCode =([^;]+);/)![1]!;
     const codes = [...union.matchAll(/'([A-Z_]+)'/g)].map((m) => m[1]!);
     expect(codes.length).toBeGreaterThan(10);

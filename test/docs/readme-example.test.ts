@@ -15,10 +15,15 @@ function readmeBlock(heading: string): string {
 
 describe('README', () => {
   it('the Runner + MemoryStore example runs and prints applied then replayed', () => {
-    const code = readmeBlock('The Runner on its own').replaceAll(
-      "from 'sideeffect'",
-      `from ${JSON.stringify(path.join(REPO_ROOT, 'src/index.ts'))}`,
-    );
+    const code = readmeBlock('The Runner on its own')
+      .replaceAll(
+        "from 'sideeffect'",
+        `from ${JSON.stringify(path.join(REPO_ROOT, 'src/index.ts'))}`,
+      )
+      .replaceAll(
+        "from 'sideeffect/store'",
+        `from ${JSON.stringify(path.join(REPO_ROOT, 'src/store/index.ts'))}`,
+      );
     const dir = path.join(REPO_ROOT, 'test-output');
     mkdirSync(dir, { recursive: true });
     const file = path.join(dir, 'readme-runner-example.ts');

@@ -27,6 +27,7 @@ describe('docs/troubleshooting.md covers the first mistakes', () => {
   const printed: Array<[string, string | undefined, string]> = [
     ['no migrations', 'src/core/errors.ts', 'STORE_MISCONFIGURED'],
     ['a bare new pg.Pool()', undefined, 'no PostgreSQL user name specified in startup packet'],
+    ['nothing names a database', 'src/store/postgres/connection.ts', 'no database to connect to'],
     ['no plugin on the worker', undefined, 'is not registered on this Worker'],
     ['an activity named like an effect', 'src/core/errors.ts', 'ACTIVITY_NAME_CLASH'],
     ['no search attributes, required', 'src/core/errors.ts', 'SEARCH_ATTRIBUTES_MISSING'],

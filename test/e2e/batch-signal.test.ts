@@ -12,13 +12,13 @@ import { randomBytes } from 'node:crypto';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Runner } from '../../src/core/index.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
+import { verdictJson } from '../../src/protocol/wire.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import {
-  type ReconcileResolution,
   type ReconcileStatus,
   resolveSignal,
   statusQuery,
-  verdictJson,
   waitingQuery,
 } from '../../src/workflows/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';

@@ -30,10 +30,10 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { decodeJson } from '../../src/core/index.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
-  type ReconcileResolution,
   reconcileWorkflowId,
   type SideEffectOutcome,
   statusQuery,

@@ -18,10 +18,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveInstructions } from '../../examples/instructions.js';
 import { defineEffect } from '../../src/activities/index.js';
 import { decodeJson } from '../../src/core/index.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
 import { migrate, PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
-  type ReconcileResolution,
   type ReconcileStatus,
   reconcileWorkflowId,
   type SideEffectOutcome,

@@ -21,15 +21,15 @@ import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
+import { verdictJson } from '../../src/protocol/wire.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import {
-  type ReconcileResolution,
   type ReconcileStatus,
   resolveSignal,
   resolveUpdate,
   type SideEffectOutcome,
   statusQuery,
-  verdictJson,
   waitingQuery,
 } from '../../src/workflows/index.js';
 import { runCli } from '../support/cli.js';

@@ -8,13 +8,9 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeJson, type Lease, Runner, SideEffectError } from '../../src/core/index.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
-import {
-  type ReconcileResolution,
-  reconcileWorkflowId,
-  resolveSignal,
-  statusQuery,
-} from '../../src/workflows/index.js';
+import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
 import { runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS } from '../support/temporal.js';

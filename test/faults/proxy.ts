@@ -18,9 +18,20 @@ export class CuttableProxy {
 
   constructor(
     readonly targetHost: string,
-    readonly targetPort: number,
+    /** undefined: every new connection is refused (an endpoint between two servers). */
+    public targetPort: number | undefined,
   ) {
     this.#server = net.createServer((client) => this.#accept(client));
+  }
+
+  /**
+   * New connections go to `port` from now on (none: refused) and every open one is dropped: an
+   * endpoint that follows the primary after a failover (a DNS name, a virtual IP, a managed
+   * endpoint).
+   */
+  retarget(port: number | undefined): void {
+    this.targetPort = port;
+    this.#dropAll();
   }
 
   get port(): number {
@@ -68,7 +79,7 @@ export class CuttableProxy {
 
   #accept(client: net.Socket): void {
     client.on('error', () => {});
-    if (this.#cut === 'refuse') {
+    if (this.#cut === 'refuse' || this.targetPort === undefined) {
       client.destroy();
       return;
     }

@@ -37,6 +37,7 @@ if (existsSync(outDir)) {
 const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
 const native = await NativeConnection.connect({ address: TEMPORAL_ADDRESS });
 const client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+const store = new MemoryStore();
 try {
   const worker = await Worker.create({
     connection: native,
@@ -45,7 +46,7 @@ try {
     workflowsPath: path.join(HISTORIES_DIR, 'workflows.ts'),
     plugins: [
       new SideEffectPlugin({
-        store: new MemoryStore(),
+        store,
         effects,
         ttlMs: 5_000,
         remindEveryMs: 1_000,
@@ -55,7 +56,7 @@ try {
     ],
   });
   const recorded = await worker.runUntil(
-    runScenarios(client, worker.options.taskQueue, `histories-${version}`),
+    runScenarios(client, worker.options.taskQueue, `histories-${version}`, store),
   );
 
   await mkdir(outDir, { recursive: true });

@@ -17,6 +17,30 @@ import { patchesIn } from './markers.js';
 import { patchesReached } from './scenarios.js';
 
 const manifests = await releasedManifests();
+
+/**
+ * Patch ids the scenarios of 0.2.0 and 0.3.0 did not reach (the scenarios that do came later):
+ * to close at 0.4.0, whose recording must hold each. Nothing else may be missing.
+ */
+const TO_CLOSE_AT_0_4_0: readonly string[] = [
+  'sideeffect-reconcile-continue-as-new',
+  'sideeffect-resolve-size-limit',
+  'sideeffect-reconcile-late-search-attributes',
+  'sideeffect-breaker-paused-wait',
+  'sideeffect-pending-verdicts-shown',
+];
+const CLOSING_RELEASE = '0.4.0';
+/** The releases recorded before the scenarios that reach {@link TO_CLOSE_AT_0_4_0}. */
+const RECORDED_WITHOUT_THEM = ['0.2.0', '0.3.0'];
+
+/** `<major>.<minor>` of a release. */
+const minorOf = (version: string) => version.split('.').slice(0, 2).join('.');
+/** Whether release `version` is of minor `since` or a later one. */
+function atOrAfter(version: string, since: string): boolean {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  const [sinceMajor = 0, sinceMinor = 0] = since.split('.').map(Number);
+  return major > sinceMajor || (major === sinceMajor && minor >= sinceMinor);
+}
 const bundles: Record<string, WorkflowBundleWithSourceMap> = {};
 
 /** A release's histories, parsed, in manifest order. */
@@ -34,12 +58,13 @@ beforeAll(async () => {
   bundles.plain = await bundleCallers();
   bundles["compatibleWith '0.1'"] = await bundleCallers('0.1');
   bundles["compatibleWith '0.2'"] = await bundleCallers('0.2');
-}, 120_000);
+  bundles["compatibleWith '0.3'"] = await bundleCallers('0.3');
+}, 180_000);
 
 describe('released workflow histories', () => {
-  it('has the 0.1.0, 0.2.0 and 0.3.0 histories checked in, every file listed in its manifest', async () => {
+  it('has the 0.1.0, 0.2.0, 0.3.0 and 0.4.0 histories checked in, every file listed in its manifest', async () => {
     expect(manifests.map((manifest) => manifest.version)).toEqual(
-      expect.arrayContaining(['0.1.0', '0.2.0', '0.3.0']),
+      expect.arrayContaining(['0.1.0', '0.2.0', '0.3.0', '0.4.0']),
     );
     for (const manifest of manifests) {
       expect(path.basename(manifest.dir)).toBe(manifest.version);
@@ -63,20 +88,47 @@ describe('released workflow histories', () => {
     // Recorded without compatibleWith: the release's branches, which later releases must keep
     // replaying. A scenario added later reaches patches of later releases only.
     for (const { version } of manifests.filter((entry) => entry.version !== '0.1.0')) {
-      const release = version.split('.').slice(0, 2).join('.');
+      const release = minorOf(version);
+      const missed = RECORDED_WITHOUT_THEM.includes(version) ? TO_CLOSE_AT_0_4_0 : [];
       const known = new Set<string>(
         (Object.keys(workflowPatches) as WorkflowPatch[])
           .filter((patch) => !heldFor(release, patch))
           .map((patch) => workflowPatches[patch].id),
       );
       expect(await taken(version), version).toEqual(
-        new Set(patchesReached.filter((id) => known.has(id))),
+        new Set(patchesReached.filter((id) => known.has(id) && !missed.includes(id))),
       );
     }
   });
 
+  it('holds every declared patch id in a history of its release or a later one (0.3 gaps named, to close at 0.4.0)', async () => {
+    const closed = manifests.some((manifest) => manifest.version === CLOSING_RELEASE);
+    const uncovered: string[] = [];
+    for (const { id, since } of Object.values(workflowPatches)) {
+      const releases = manifests.filter((manifest) => atOrAfter(manifest.version, since));
+      let found = false;
+      for (const { version } of releases)
+        if ((await historiesOf(version)).some(({ history }) => patchesIn(history).includes(id)))
+          found = true;
+      if (found) continue;
+      // Named gaps hold only until the release that closes them is recorded.
+      if (TO_CLOSE_AT_0_4_0.includes(id) && !closed) continue;
+      // A patch of a release not recorded yet: its recording will hold it if a scenario reaches it.
+      if (releases.length === 0 && patchesReached.includes(id)) continue;
+      uncovered.push(`${id} (since ${since})`);
+    }
+    expect(uncovered).toEqual([]);
+    // Every gap is reached by a scenario, so recording 0.4.0 closes it.
+    for (const id of TO_CLOSE_AT_0_4_0) expect(patchesReached, id).toContain(id);
+  });
+
   for (const manifest of manifests) {
-    for (const bundle of ['plain', "compatibleWith '0.1'", "compatibleWith '0.2'"]) {
+    for (const bundle of [
+      'plain',
+      "compatibleWith '0.1'",
+      "compatibleWith '0.2'",
+      "compatibleWith '0.3'",
+    ]) {
       it(`replays every ${manifest.version} history on the current code (${bundle} bundle)`, async () => {
         const histories = await historiesOf(manifest.version);
         const failures: string[] = [];

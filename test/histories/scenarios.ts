@@ -1,17 +1,21 @@
 /**
  * The scenarios whose workflow histories a release records (applied, replayed, waiting,
  * reconciled by signal, Update and probe, a `recheck` signal before the Update, a fan-out, a
- * caller cancelled while its effect applies, refused verdicts, a forged `reconciled` signal),
- * driven on a Temporal server against one worker running ./workflows.ts and kept in memory.
+ * caller cancelled while its effect applies, refused verdicts, a forged `reconciled` signal, a
+ * caller paused by a breaker a person opened (waiting it out, or giving up at `maxPause`), a
+ * reconcile shown a pending verdict that refuses an oversized verdict, looks for its search
+ * attributes late and continues as new), driven on a Temporal server against one worker running
+ * ./workflows.ts and the MemoryStore it is given.
  * ./record.ts writes them to test/histories/<version>/; the rollback test
  * (test/rollback/previous-minor.test.ts) runs them with and without `compatibleWith` and replays
  * them with 0.1.0's workflow code.
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { defineEffect } from '../../src/activities/index.js';
+import { encodeJson } from '../../src/core/json.js';
 import { type WorkflowPatch, workflowPatches } from '../../src/protocol/patches.js';
 import { reconciledSignal } from '../../src/protocol/wire.js';
-import { MemoryFencedSink } from '../../src/store/memory.js';
+import { MemoryFencedSink, type MemoryStore } from '../../src/store/memory.js';
 import {
   type ReconcileStatus,
   recheckSignal,
@@ -52,6 +56,9 @@ async function applyOrder(input: Order, key: string, resource: string, fence: nu
   return { receipt: `r-${line}` };
 }
 
+/** The breaker group of `pausedOrder`, which the paused scenarios open by hand. */
+const PAUSED_GROUP = 'histories-maintenance';
+
 /** The effects of record.ts, so the same calls run. */
 export const effects = {
   order: defineEffect({
@@ -71,6 +78,12 @@ export const effects = {
       });
     },
   }),
+  /** `order` behind a breaker (a short cool-down: a paused caller's first waits are 1 s). */
+  pausedOrder: defineEffect({
+    resource: (input: Order) => `account:${input.account}`,
+    breaker: { group: PAUSED_GROUP, coolDownMs: 200, maxCoolDownMs: 400 },
+    apply: (input: Order, { key, lease }) => applyOrder(input, key, lease.resource, lease.fence),
+  }),
   /** `order` whose verdicts must carry the receipt it returns. */
   checkedOrder: defineEffect({
     resource: (input: Order) => `account:${input.account}`,
@@ -80,15 +93,15 @@ export const effects = {
   }),
 };
 
-/**
- * The workflow patches the scenarios reach when nothing holds them. Not reached: continue-as-new
- * (only past 500 events), the resolve size limit (only for an input over 1 MiB), the late search
- * attributes (only while the namespace lacks them), a breaker's paused wait (only once an
- * activity's retries run out on an open breaker: test/faults/breaker.test.ts) and the pending
- * verdicts shown (only with a verdict pending in a Postgres store: test/cli/resolve-pending).
- */
+/** The workflow patches the scenarios reach when nothing holds them: every one declared. */
 export const patchesReached: readonly string[] = (
   [
+    'breakerPausedBackoff',
+    'breakerPausedWait',
+    'pendingVerdictsShown',
+    'reconcileContinueAsNew',
+    'reconcileLateSearchAttributes',
+    'resolveSizeLimit',
     'effectWaitCancellation',
     'heldVerdicts',
     'namespacedActivities',
@@ -144,14 +157,15 @@ async function decideBySignal(
 }
 
 /**
- * Runs every scenario on `taskQueue` (whose worker runs ./workflows.ts's frozen callers) and
- * returns their histories, named as test/histories/0.1.0/ names them. `tag` starts every workflow
+ * Runs every scenario on `taskQueue` (whose worker runs ./workflows.ts's frozen callers on
+ * `store`, where a person opens a breaker and a verdict waits) and returns their histories, named as test/histories/0.1.0/ names them. `tag` starts every workflow
  * id and account, so two runs on one server never meet.
  */
 export async function runScenarios(
   client: Client,
   taskQueue: string,
   tag: string,
+  store: MemoryStore,
 ): Promise<Recorded[]> {
   const recorded: Recorded[] = [];
   let sequence = 0;
@@ -399,6 +413,115 @@ export async function runScenarios(
     'a resolve signal naming no attempt (refused from 0.3 on), then one naming its attempt',
     unnamedReconcile,
   );
+
+  // A person opens the provider's breaker for its maintenance; a caller with one attempt per
+  // activity call pauses (from 0.3 on it waits, its waits doubling from 0.4 on; a run held to an
+  // earlier release fails at the first refusal, as those did), then the person closes it.
+  const maintenance = { by: 'ops@example.com', identity: 'histories' };
+  await store.setBreaker(PAUSED_GROUP, {
+    state: 'open',
+    reason: "the provider's maintenance",
+    ...maintenance,
+  });
+  const oneAttempt = { ...activity, step: 'pay', retry: { maximumAttempts: 1 } };
+  const paused = await start('guarded', [
+    'pausedOrder',
+    { account: `${tag}-11`, amount: 15 },
+    oneAttempt,
+  ]);
+  const givenUp = await start('guarded', [
+    'pausedOrder',
+    { account: `${tag}-12`, amount: 16 },
+    { ...oneAttempt, maxPause: '2 seconds' },
+  ]);
+  // Each has waited enough, or ended. A run held to 0.3 knows no maxPause: it waits on like the
+  // other caller, until the person closes the breaker below.
+  const waited = async (run: typeof paused, turns: number) => {
+    const { events } = await run.fetchHistory();
+    const timers = (events ?? []).filter((event) => event.timerStartedEventAttributes != null);
+    if (timers.length >= turns) return true;
+    return (await run.describe()).status.name === 'RUNNING' ? undefined : true;
+  };
+  await waitFor('the paused callers to wait, or to fail', async () =>
+    (await waited(paused, 2)) && (await waited(givenUp, 3)) ? true : undefined,
+  );
+  await store.setBreaker(PAUSED_GROUP, {
+    state: 'closed',
+    reason: 'maintenance over',
+    ...maintenance,
+  });
+  await paused.result().catch(() => undefined);
+  await givenUp.result().catch(() => undefined);
+  await record(
+    'caller-paused',
+    'a caller paused by a breaker a person opened: it waits (1 s, then 2 s) until the person closes it',
+    paused,
+  );
+  await record(
+    'caller-paused-given-up',
+    'a caller paused by a breaker a person opened, failing with SideEffectPaused at its maxPause',
+    givenUp,
+  );
+
+  // A reconcile started memo-only (before the search attributes were registered) on a key with
+  // a verdict pending in the store that no worker can judge (the run names no effect): it shows
+  // the verdict, asks for its search attributes at its first reminder, refuses an oversized
+  // verdict and continues as new (its history past 1 MiB). A run held to 0.1 does none of that:
+  // it takes the oversized verdict to the store, which refuses it, and keeps waiting.
+  const uncertain = await start('guarded', [
+    'order',
+    { account: `${tag}-13`, amount: 17, fail: 'after-write' },
+    { ...activity, step: 'pay', onUncertain: 'throw' },
+  ]);
+  await uncertain.result().catch(() => undefined);
+  const lateKey = keyOf(uncertain);
+  await store.addPendingVerdict(lateKey, {
+    applied: true,
+    result: encodeJson({ receipt: 'r-13' }),
+    reason: 'the bank export lists it',
+    by: 'ops@example.com',
+  });
+  const continued = await client.workflow.start('ReconcileWorkflow', {
+    taskQueue,
+    workflowId: reconcileWorkflowId(lateKey),
+    args: [
+      {
+        key: lateKey,
+        resource: `account:${tag}-13`,
+        reason: 'connection reset after the write',
+        searchAttributes: false,
+        remindEveryMs: 1_000,
+        // Not before the first reminder, whatever the events before it.
+        continueAsNewAfterEvents: 40,
+      },
+    ],
+  });
+  const firstRun = client.workflow.getHandle(continued.workflowId, continued.firstExecutionRunId);
+  // After its first reminder (which asks for the search attributes): the oversized verdict takes
+  // the history past 1 MiB, and a run that refuses it then continues as new at once.
+  await waitFor('the first reminder', async () => {
+    const { events } = await firstRun.fetchHistory();
+    return (events ?? []).some((event) => event.timerFiredEventAttributes != null)
+      ? true
+      : undefined;
+  });
+  await continued.signal(resolveSignal, {
+    applied: true,
+    result: { receipt: 'x'.repeat(1024 * 1024) },
+    reason: 'pasted the whole export',
+    by: 'ops@example.com',
+  } as never);
+  await waitFor('the reconcile to continue as new, or (held) to remind a few times', async () => {
+    if ((await firstRun.describe()).status.name === 'CONTINUED_AS_NEW') return true;
+    const { events } = await firstRun.fetchHistory();
+    return (events ?? []).length >= 50 ? true : undefined;
+  });
+  await record(
+    'reconcile-continued',
+    'memo-only, a verdict pending in the store shown, an oversized verdict refused, search attributes asked for late; continued as new',
+    firstRun,
+  );
+  await continued.terminate('scenario recorded');
 
   return recorded;
 }

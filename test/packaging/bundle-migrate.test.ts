@@ -6,7 +6,8 @@ import { build } from 'esbuild';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Runner } from '../../src/core/index.js';
-import { listMigrations, migrate, PgStore } from '../../src/store/postgres/index.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { listMigrations } from '../../src/store/postgres/migrate.js';
 import { runCli } from '../support/cli.js';
 import { databaseUrl, type FreshSchema, freshSchema } from '../support/postgres.js';
 

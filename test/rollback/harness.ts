@@ -79,10 +79,11 @@ export async function recordOn(
   compatibleWith?: CompatibleWith,
 ): Promise<Recorded[]> {
   const taskQueue = uniqueTaskQueue(`rollback-${tag}`);
-  const worker = await workerOn(temporal, { taskQueue, compatibleWith });
+  const store = new MemoryStore();
+  const worker = await workerOn(temporal, { taskQueue, compatibleWith, store });
   const running = worker.run();
   try {
-    return await runScenarios(temporal.client, taskQueue, `rollback-${tag}`);
+    return await runScenarios(temporal.client, taskQueue, `rollback-${tag}`, store);
   } finally {
     worker.shutdown();
     await running;
@@ -124,7 +125,9 @@ const frozen = new Map<string, Promise<WorkflowBundleWithSourceMap>>();
  * A released version's frozen callers (./<version>/workflows.ts), bundled once per file: each
  * bundling takes seconds, more under load.
  */
-export function frozenCallers(version: '0.1.0' | '0.2.0'): Promise<WorkflowBundleWithSourceMap> {
+export function frozenCallers(
+  version: '0.1.0' | '0.2.0' | '0.3.0',
+): Promise<WorkflowBundleWithSourceMap> {
   let bundle = frozen.get(version);
   if (!bundle) {
     const workflowsPath = path.join(

@@ -178,7 +178,7 @@ describe('calls of one kind share statements', () => {
       from: 'applying',
       to: 'uncertain',
       reason: 'why 0',
-      actor: 'markUncertain',
+      by: 'markUncertain',
     });
   });
 
@@ -483,9 +483,11 @@ describe('order and faults', () => {
       const lease = await granted({ key: `timed-used-${resource}`, resource });
       await store.release({ key: `timed-used-${resource}`, resource }, lease);
     }
+    // Shorter than the shared statement's 63 waits of 50 ms (3.15 s), longer than one wait on a
+    // loaded machine (100 ms cut a lone 50 ms wait there).
     const pool = new pg.Pool({
       ...h.db.config,
-      options: `${h.db.config.options} -c statement_timeout=100`,
+      options: `${h.db.config.options} -c statement_timeout=1000`,
     });
     pool.on('error', () => {});
     const timed = new PgStore({ pool, schema: h.db.schema, lockWaitMs: 50 });

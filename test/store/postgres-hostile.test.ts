@@ -35,7 +35,7 @@ describe.each([
     await hostile?.drop();
   });
 
-  it('runs none of its code in migrate, the store, the sink, stats or the CLI', async () => {
+  it('runs none of its code in migrate, the store, the sink, stats, the durability check or the CLI', async () => {
     expect(hostile.planted).toBeGreaterThan(1000);
     const options = `-c search_path=${hostile.searchPath.replaceAll('"', '').replace(' ', '')}`;
     const pool = new pg.Pool({ connectionString: databaseAt, options, max: 4 });
@@ -125,6 +125,7 @@ describe.each([
       expect((await store.events('k-tx')).length).toBe(1);
       expect((await store.inspect(a.key))?.state).toBe('done');
       await storeStats(pool, { schema });
+      expect((await store.checkDurability()).mode).toBe('single');
 
       // The CLI, connecting with the same search_path.
       const cliUrl = new URL(databaseAt);
@@ -160,6 +161,7 @@ describe.each([
           'checked',
         ],
         ['purge', '--older-than', '30d', '--yes'],
+        ['doctor'],
       ]) {
         const run = await runCli(args, env);
         expect({ args, code: run.code, stderr: run.stderr }).toMatchObject({ code: 0 });

@@ -7,8 +7,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { payloadDigest } from '../../src/store/digest.js';
-import { listMigrations, migrate, PgStore } from '../../src/store/postgres/index.js';
-import { type Migration, migrateFiles } from '../../src/store/postgres/migrate.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { listMigrations, type Migration, migrateFiles } from '../../src/store/postgres/migrate.js';
 import { bytes } from '../support/bytes.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { migrate010, SQL_0_1_0 } from './fixtures/release-0.1.0.js';

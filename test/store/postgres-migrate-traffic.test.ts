@@ -8,8 +8,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { payloadDigest } from '../../src/store/digest.js';
-import { listMigrations, migrate, PgStore } from '../../src/store/postgres/index.js';
-import { migrateFiles } from '../../src/store/postgres/migrate.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { listMigrations, migrateFiles } from '../../src/store/postgres/migrate.js';
 import { type LockMode, migrationLocks } from '../../src/store/postgres/migration-locks.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { SQL_0_1_0 } from './fixtures/release-0.1.0.js';

@@ -8,7 +8,8 @@ import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Action, Lease } from '../../src/core/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
-import { listMigrations, migrate, PgStore } from '../../src/store/postgres/index.js';
+import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { listMigrations } from '../../src/store/postgres/migrate.js';
 import { bytes } from '../support/bytes.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 

@@ -15,13 +15,12 @@ import { Runner } from '../../src/core/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
 import {
   grantsScript,
-  listMigrations,
   migrate,
   PgFencedSink,
   PgStore,
   storeStats,
 } from '../../src/store/postgres/index.js';
-import { migrateFiles } from '../../src/store/postgres/migrate.js';
+import { listMigrations, migrateFiles } from '../../src/store/postgres/migrate.js';
 import { bytes } from '../support/bytes.js';
 import { runCli } from '../support/cli.js';
 import { databaseUrl, freshSchema } from '../support/postgres.js';

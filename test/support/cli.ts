@@ -22,6 +22,11 @@ export interface CliRunOptions {
    * or more (tsx compiles the CLI), which under load is what timed CLI files out.
    */
   spawn?: boolean;
+  /**
+   * Only `env` (and the tests' Temporal address) as the environment, none of this process's: a
+   * user's machine with nothing configured, however the test machine is set up.
+   */
+  bare?: boolean;
   /** The answer to a yes/no question; without it nobody can answer, as without a terminal. */
   confirm?: (question: string) => Promise<boolean>;
 }
@@ -39,7 +44,7 @@ export async function runCli(
   env: Record<string, string>,
   options: CliRunOptions = {},
 ): Promise<CliRun> {
-  const environmentOf = { ...process.env, TEMPORAL_ADDRESS, ...env };
+  const environmentOf = { ...(options.bare ? {} : process.env), TEMPORAL_ADDRESS, ...env };
   if (options.spawn) return spawnCli(args, environmentOf);
   let stdout = '';
   let stderr = '';

@@ -1,7 +1,7 @@
 /**
- * Migrated schemas handed from one test of a file to the next. Migrating a schema runs sixteen
- * migrations (about 1.7 s, and every schema made and dropped leaves dead rows in the shared
- * catalogs); emptying one takes a few milliseconds. So a test that asks for a migrated schema
+ * Migrated schemas handed from one test of a file to the next. Migrating a schema runs every
+ * migration (seconds, more with each release; and every schema made and dropped leaves dead rows
+ * in the shared catalogs); emptying one takes a few milliseconds. So a test that asks for a migrated schema
  * gets one its file's earlier test gave back, emptied, or a new one if none is idle; the file's
  * end drops them (test/support/setup-postgres-file.ts; test/store/postgres-harness-reuse.test.ts
  * checks the hand-over). `migrate()` itself is tested on schemas of their own

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { grantsScript, type RoleKind } from '../../src/store/postgres/index.js';
+import { grantsScript, type RoleKind } from '../../src/store/postgres/grants.js';
 import { databaseUrl, type FreshSchema } from './postgres.js';
 
 export interface GrantedRole {

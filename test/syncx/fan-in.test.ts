@@ -1,12 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import {
-  onPanic,
-  PanicError,
-  type PanicHandler,
-  SyncxError,
-  settleAll,
-} from '../../src/syncx/index.js';
+import { onPanic, PanicError, SyncxError, settleAll } from '../../src/syncx/index.js';
+import type { PanicHandler } from '../../src/syncx/panic.js';
 import { type Deferred, deferred, flush, track } from './helpers.js';
 
 let panics: PanicError[] = [];

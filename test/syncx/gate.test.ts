@@ -1,7 +1,8 @@
 import { setMaxListeners } from 'node:events';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Gate, type Release, SyncxError } from '../../src/syncx/index.js';
+import type { Release } from '../../src/syncx/gate.js';
+import { Gate, SyncxError } from '../../src/syncx/index.js';
 import { countingController, deferred, flush, track } from './helpers.js';
 
 describe('Gate construction', () => {

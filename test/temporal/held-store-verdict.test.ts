@@ -7,9 +7,10 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeJson } from '../../src/core/json.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
 import { scriptEffect, TestStore, waitForReconcile } from '../../src/testing/index.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
-import { type ReconcileResolution, reconcileWorkflowId } from '../../src/workflows/index.js';
+import { reconcileWorkflowId } from '../../src/workflows/index.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
 import { WORKFLOWS_PATH } from './harness.js';
 

@@ -4,12 +4,9 @@ import { CancelledFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { FenceStaleError, LeaseLostError } from '../../src/core/errors.js';
+import { libraryActivityNames } from '../../src/protocol/wire.js';
 import { MemoryStore } from '../../src/store/memory.js';
-import {
-  libraryActivityNames,
-  resolveUpdate,
-  type SideEffectOutcome,
-} from '../../src/workflows/index.js';
+import { resolveUpdate, type SideEffectOutcome } from '../../src/workflows/index.js';
 import { deferred, type Harness, Ledger, startHarness, waitFor } from './harness.js';
 
 interface Job {

@@ -105,7 +105,14 @@ describe("metrics on the worker's Prometheus endpoint", () => {
       ['pay', { account: 'm2', delayMs: 1_500 }],
       `${taskQueue}-holder`,
     );
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    // Started once the store shows the holder holding the account (a fixed head start did not
+    // always let it get there first on a loaded machine).
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(
+        `select 1 from ${db.schema}.resources where resource = 'account:m2' and holder is not null`,
+      );
+      return rows.length > 0 ? true : undefined;
+    }, 'the holder to hold account:m2');
     const second = await start('guarded', ['pay', { account: 'm2' }], `${taskQueue}-second`);
     await Promise.all([holder.result(), second.result()]);
     // not applied: declared safe, failed, nothing recorded

@@ -4,9 +4,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { encodeJson } from '../../src/core/index.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import {
-  type ReconcileResolution,
   resolveSignal,
   resolveUpdate,
   SideEffectFailureType,

@@ -4,10 +4,10 @@ import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
+import type { ReconcileInput } from '../../src/protocol/wire.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { clusterSettings, SideEffectPlugin } from '../../src/worker/index.js';
 import {
-  type ReconcileInput,
   reconcileWorkflowId,
   SideEffectFailureType,
   type SideEffectOutcome,

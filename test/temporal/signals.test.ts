@@ -7,11 +7,11 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { encodeJson } from '../../src/core/index.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
 import { reconciledSignal } from '../../src/protocol/wire.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { migrate, PgFencedSink } from '../../src/store/postgres/index.js';
 import {
-  type ReconcileResolution,
   recheckSignal,
   reconcileWorkflowId,
   resolveSignal,

@@ -9,14 +9,10 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidActionError } from '../../src/core/errors.js';
+import type { ReconcileResolution } from '../../src/protocol/wire.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
-import {
-  type ReconcileResolution,
-  reconcileWorkflowId,
-  resolveSignal,
-  statusQuery,
-} from '../../src/workflows/index.js';
+import { reconcileWorkflowId, resolveSignal, statusQuery } from '../../src/workflows/index.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
 import { TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, uniqueTaskQueue } from '../support/temporal.js';
 import { temporalCli, testBundle, waitFor } from './harness.js';

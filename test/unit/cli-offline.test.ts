@@ -51,7 +51,12 @@ describe('sideeffect without a database', () => {
     expect(flag.err).toMatch(/invalid schema name \(reserved\)/);
     const json = await cli(['list', '--json'], { ...offline, schema: 'x'.repeat(64) });
     expect(JSON.parse(json.out)).toEqual({
-      error: { code: 'INVALID_SCHEMA', rule: 'too-long', message: expect.any(String) },
+      error: {
+        code: 'INVALID_SCHEMA',
+        rule: 'too-long',
+        message: expect.any(String),
+        next: 'fix-and-retry',
+      },
     });
   });
 

@@ -4,17 +4,15 @@
  * fails once package.json's version reaches a removal release: the name is removed in the release
  * that promised it, or its tag is moved on purpose, in review.
  *
- * Until then each deprecated name keeps doing what its replacement does. This is the one file of
- * the repository that calls them (scripts/deprecated-uses.ts refuses them anywhere else).
+ * scripts/deprecated-uses.ts refuses a use of a deprecated name anywhere in the repository but
+ * this file.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import * as activities from '../../src/activities/index.js';
-import * as root from '../../src/index.js';
+import { Runner } from '../../src/core/runner.js';
 import { MemoryStore } from '../../src/store/memory.js';
-import * as postgres from '../../src/store/postgres/index.js';
 
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
 const PACKAGE = fileURLToPath(new URL('../../package.json', import.meta.url));
@@ -69,9 +67,7 @@ describe('deprecations', () => {
   const deprecations = allDeprecations();
 
   it('finds the deprecated names of src', () => {
-    expect(deprecations.map((d) => d.name)).toEqual(
-      expect.arrayContaining(['PgStore', 'holdsVerdicts', 'reconcile', 'actor']),
-    );
+    expect(deprecations.map((d) => d.name)).toEqual(expect.arrayContaining(['admit']));
   });
 
   it('every @deprecated says since when, the release that removes it, and what to use', () => {
@@ -111,36 +107,25 @@ describe('deprecations', () => {
 });
 
 describe('deprecated names still do what their replacements do', () => {
-  it("the entry points' aliases are the same classes", () => {
-    expect(root.PgStore).toBe(postgres.PgStore);
-    expect(root.PgFencedSink).toBe(postgres.PgFencedSink);
-    expect(activities.NotAppliedError).toBe(root.NotAppliedError);
-    expect(root.holdsVerdicts).toBe(root.keepsPendingVerdicts);
-  });
-
-  it('holdVerdict and heldVerdicts are addPendingVerdict and pendingVerdicts', async () => {
+  it('ExecuteOptions.admit is the first half of breaker: a refusal frees the key, nothing applied', async () => {
     const store = new MemoryStore();
-    const runner = new root.Runner(store, { ttlMs: 1_000 });
-    await runner.execute({ key: 'k', resource: 'r' }, async () => {
-      throw new Error('lost');
-    });
-    const held = await store.holdVerdict('k', { applied: false, reason: 'checked', fence: 1 });
-    expect(held).toMatchObject({ verdict: { state: 'pending', fence: 1 } });
-    expect(await store.heldVerdicts('k')).toEqual(await store.pendingVerdicts('k'));
-  });
-
-  it('Runner.reconcile resolves; KeyEvent.actor repeats by', async () => {
-    const store = new MemoryStore();
-    const runner = new root.Runner(store, { ttlMs: 1_000 });
-    const action = { key: 'k', resource: 'r' };
-    const failed = await runner.execute(action, async () => {
-      throw new Error('lost');
-    });
-    expect(failed.outcome).toBe('uncertain');
-    await expect(
-      runner.reconcile(action, { applied: false, reason: 'checked', by: 'ann' }),
-    ).resolves.toEqual({ outcome: 'resolved', applied: false });
-    const last = (await store.events('k')).at(-1)!;
-    expect(last).toMatchObject({ by: 'ann', actor: 'ann' });
+    const runner = new Runner(store, { ttlMs: 1_000 });
+    const refusal = new Error('paused');
+    let applied = 0;
+    const execution = await runner.execute(
+      { key: 'k', resource: 'r' },
+      async () => {
+        applied += 1;
+        return { payload: new Uint8Array() };
+      },
+      {
+        admit: () => {
+          throw refusal;
+        },
+      },
+    );
+    expect(execution).toEqual({ outcome: 'failed', error: refusal });
+    expect(applied).toBe(0);
+    expect((await store.inspect('k'))?.state).toBe('free');
   });
 });

@@ -10,7 +10,7 @@ import {
   NotAppliedError,
   OutcomeUncertainError,
   UnexpectedStoreAnswerError,
-} from '../../src/index.js';
+} from '../../src/core/errors.js';
 
 describe('error codes', () => {
   const uncertain = new OutcomeUncertainError('k', 'r', 'lost response');

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { GENERATED_MODULE, renderMigrationsModule } from '../../scripts/migrations-module.js';
-import { listMigrations } from '../../src/store/postgres/index.js';
+import { listMigrations } from '../../src/store/postgres/migrate.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 

@@ -60,6 +60,12 @@ describe('workflow patch registry', () => {
         .filter(([, { since }]) => since !== '0.2')
         .map(([name]) => name),
     );
+    // Every patch 0.3.0 shipped is known to 0.3: only later minors' are held.
+    expect(heldPatches('0.3')).toEqual(
+      Object.entries(workflowPatches)
+        .filter(([, { since }]) => since !== '0.2' && since !== '0.3')
+        .map(([name]) => name),
+    );
   });
 
   it('reads the setting back from a bundle, and nothing from one without it', () => {

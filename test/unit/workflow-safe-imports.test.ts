@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
  * and each other. A Node built-in or pg here would load into every workflow sandbox.
  */
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
-const WORKFLOW_SAFE_CORE = ['types.js', 'verdict.js', 'validate.js', 'errors.js'];
+const WORKFLOW_SAFE_CORE = ['types.js', 'verdict.js', 'validate.js', 'errors.js', 'error-codes.js'];
 
 function imports(file: string): string[] {
   const text = readFileSync(file, 'utf8');

@@ -17,22 +17,17 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Runner } from '../../src/core/index.js';
+import type { ReconcileInput, ReconcileResolution } from '../../src/protocol/wire.js';
+import { libraryActivityNames, verdictJson } from '../../src/protocol/wire.js';
 import { migrate, PgStore } from '../../src/store/postgres/index.js';
+import { missingSearchAttributes, SideEffectPlugin } from '../../src/worker/index.js';
+import { searchAttributeCreateCommand } from '../../src/worker/search-attributes.js';
 import {
-  missingSearchAttributes,
-  SideEffectPlugin,
-  searchAttributeCreateCommand,
-} from '../../src/worker/index.js';
-import {
-  libraryActivityNames,
-  type ReconcileInput,
-  type ReconcileResolution,
   type ReconcileStatus,
   recheckSignal,
   reconcileWorkflowId,
   resolveSignal,
   statusQuery,
-  verdictJson,
   waitingQuery,
 } from '../../src/workflows/index.js';
 import { runCli } from '../support/cli.js';

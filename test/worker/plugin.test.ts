@@ -6,10 +6,10 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@te
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { ActivityNameClashError, InvalidActionError } from '../../src/core/errors.js';
+import { libraryActivityNames } from '../../src/protocol/wire.js';
 import { MemoryStore } from '../../src/store/memory.js';
 import { SideEffectPlugin } from '../../src/worker/index.js';
 import {
-  libraryActivityNames,
   reconcileWorkflowId,
   resolveSignal,
   type SideEffectOutcome,

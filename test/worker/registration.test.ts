@@ -7,7 +7,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { missingSearchAttributes, searchAttributeCreateCommand } from '../../src/worker/index.js';
+import { missingSearchAttributes } from '../../src/worker/index.js';
+import { searchAttributeCreateCommand } from '../../src/worker/search-attributes.js';
 import {
   freshNamespace,
   REPO_ROOT,

@@ -3,6 +3,7 @@ import { commandHelp, mainHelp } from '../help.js';
 import { breaker } from './breaker.js';
 import { breakers } from './breakers.js';
 import { codecServer } from './codec-server.js';
+import { doctor } from './doctor.js';
 import { list } from './list.js';
 import { migrate } from './migrate.js';
 import { purge } from './purge.js';
@@ -22,6 +23,7 @@ export const COMMANDS: readonly Command[] = [
   breakers,
   breaker,
   purge,
+  doctor,
   codecServer,
 ];
 

@@ -1,10 +1,10 @@
+import type { RoleKind } from '../../store/postgres/admin.js';
 import { newerSchema } from '../../store/postgres/admin.js';
 import {
   migrate as applyMigrations,
   grantsScript,
   migrationScript,
   migrationStatus,
-  type RoleKind,
 } from '../../store/postgres/index.js';
 import { type Context, defineCommand } from '../command.js';
 import { nonEmpty, oneOf } from '../option-checks.js';

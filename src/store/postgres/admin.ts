@@ -6,6 +6,14 @@
  * the store through these two entries only, never the files behind them.
  */
 export { databaseNow } from './clock.js';
-export { connectionRefusal, connectionTarget } from './connection.js';
+export {
+  connectionRefusal,
+  connectionTarget,
+  refuseStandby,
+  unconfiguredConnection,
+} from './connection.js';
+export { type DoctorReport, diagnose, type Finding } from './doctor.js';
+export type { RoleKind } from './grants.js';
 export { newerSchema } from './newer-schema.js';
 export { defaultSchema, quoteSchema } from './sql.js';
+export type { StoreStats } from './stats.js';

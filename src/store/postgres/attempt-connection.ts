@@ -14,9 +14,12 @@ import {
 /** The operation a transactional attempt's failures are reported as. */
 const OPERATION = 'executeInTransaction';
 
-/** tx_open()'s row (0016): the session and transaction, then the grant as tx_acquire() answers it. */
+/**
+ * tx_begin()'s row (0023): the session when asked, the transaction, then the grant as
+ * tx_acquire() answers it.
+ */
 export interface Opened {
-  o_session: string;
+  o_session: string | null;
   o_pid: number;
   o_xid: string;
   o_temp: string | null;
@@ -29,6 +32,19 @@ export interface Opened {
   /** The connection's session baseline (SESSION_BASELINE), when it was asked. */
   baseline?: string;
 }
+
+/**
+ * What a connection's session was when the store last gave it back (its fingerprint, and the
+ * count of its SQL prepared statements): the next effect's "before", so the session is read once
+ * per effect, after the work. Only a connection whose session was found unchanged is remembered;
+ * any other is discarded.
+ */
+interface SessionSeen {
+  session: string;
+  prepared: string;
+}
+
+const lastSeen = new WeakMap<pg.ClientBase, SessionSeen>();
 
 /** A key's binding: its resource and payload digest. */
 export interface Binding {
@@ -50,8 +66,10 @@ export class AttemptConnection {
   #broken = false;
   /** Nothing of this attempt may stay: a rollback that fails means the connection died, which rolls back too. */
   #open = false;
-  /** The session as it came out of the pool (tx_session_state), to give it back so. */
-  #sessionBefore: string | undefined;
+  /** The session as it came out of the pool, to give it back so; set once the open answered. */
+  #before: SessionSeen | undefined;
+  /** The work sent a statement that may have prepared or dropped an SQL prepared statement. */
+  #countPrepared = false;
   /** The work changed what cannot be put back (a temp table, a PREPARE): the connection is not given back. */
   #changed = false;
 
@@ -89,15 +107,27 @@ export class AttemptConnection {
    * ({@link openTransaction}). A grant that gave up waiting for the resource's row throws
    * (lockWaitExceeded), the transaction still to be rolled back.
    */
-  async open(options: Omit<OpenTransaction, 'pooled'>): Promise<Opened> {
+  async open(options: Omit<OpenTransaction, 'session'>): Promise<Opened> {
+    // Behind a transaction-mode pooler each transaction may run on another server connection,
+    // whose session no earlier finish saw.
+    const seen = this.#pooled ? undefined : lastSeen.get(this.client);
     const results = await this.#query(
-      openTransaction(this.#schema, { ...options, pooled: this.#pooled }),
+      openTransaction(this.#schema, { ...options, session: seen === undefined }),
     );
     this.#open = true;
     const opened = results.at(-1)!.rows[0] as Opened;
     if (options.baseline) opened.baseline = results[1]!.rows[0]!.baseline as string;
-    this.#sessionBefore = opened.o_session;
+    this.#before = seen ?? { session: opened.o_session!, prepared: opened.o_prepared! };
     return opened;
+  }
+
+  /**
+   * The work sent a statement that may prepare or drop an SQL prepared statement: the session
+   * check counts them this once (otherwise they are not read: counting reads every prepared
+   * statement of the connection).
+   */
+  mayPrepare(): void {
+    this.#countPrepared = true;
   }
 
   /**
@@ -106,14 +136,33 @@ export class AttemptConnection {
    * transaction to be rolled back, unless the connection is gone or the failure came after the
    * COMMIT ({@link recorded} tells).
    */
-  async finish(options: Omit<FinishTransaction, 'pooled'>): Promise<string> {
+  async finish(options: Omit<FinishTransaction, 'pooled' | 'countPrepared'>): Promise<string> {
     const results = await this.#query(
-      finishTransaction(this.#schema, { ...options, pooled: this.#pooled }),
+      finishTransaction(this.#schema, {
+        ...options,
+        pooled: this.#pooled,
+        countPrepared: this.#countPrepared,
+      }),
     );
     this.#open = false;
     const { at_ms } = results[SETTLED]!.rows[0] as { at_ms: string };
-    if (results.at(-1)!.rows[0]!.session !== this.#sessionBefore) this.#changed = true;
+    this.#compare(results.at(-1)!.rows[0] as { session: string; prepared: string | null });
     return at_ms;
+  }
+
+  /**
+   * The session as the finish or the rollback left it, against the one the connection came
+   * with: a change discards the connection; the same is remembered as the next effect's before.
+   */
+  #compare(after: { session: string; prepared: string | null }): void {
+    const before = this.#before!;
+    if (
+      after.session !== before.session ||
+      (after.prepared !== null && after.prepared !== before.prepared)
+    ) {
+      this.#changed = true;
+      lastSeen.delete(this.client);
+    } else if (!this.#pooled) lastSeen.set(this.client, before);
   }
 
   /**
@@ -129,7 +178,10 @@ export class AttemptConnection {
         [key, fence],
       )
       .catch(() => ({ rows: [] as { at_ms: string }[] }));
-    if (rows[0]) this.#changed = true;
+    if (rows[0]) {
+      this.#changed = true;
+      lastSeen.delete(this.client);
+    }
     return rows[0]?.at_ms;
   }
 
@@ -144,10 +196,12 @@ export class AttemptConnection {
       ? POOLED_AFTER_ROLLBACK
       : 'select pg_catalog.pg_advisory_unlock_all()';
     try {
-      if (this.#sessionBefore === undefined) await this.#query('rollback');
+      if (this.#before === undefined) await this.#query('rollback');
       else {
-        const results = await this.#query(`rollback; ${cleanup}; ${sessionState(this.#schema)}`);
-        if (results.at(-1)!.rows[0]!.session !== this.#sessionBefore) this.#changed = true;
+        const results = await this.#query(
+          `rollback; ${cleanup}; ${sessionState(this.#schema, this.#countPrepared)}`,
+        );
+        this.#compare(results.at(-1)!.rows[0] as { session: string; prepared: string | null });
       }
       this.#open = false;
       return true;

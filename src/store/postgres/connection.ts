@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { StoreMisconfiguredError } from '../../core/errors.js';
+import { StoreIsStandbyError, StoreMisconfiguredError } from '../../core/errors.js';
 
 /**
  * How the worker, the CLI and the demo find the database, in one place: `DATABASE_URL` when it
@@ -27,10 +27,30 @@ export function connectionConfig(
   const config: pg.PoolConfig = {};
   if (env.PGHOST) config.host = env.PGHOST;
   if (env.PGPORT) config.port = Number(env.PGPORT);
-  if (env.PGUSER) config.user = env.PGUSER;
+  // pg's own default, read from `env` so the environment given is the one that counts.
+  const user = env.PGUSER || (process.platform === 'win32' ? env.USERNAME : env.USER);
+  if (user) config.user = user;
   if (env.PGPASSWORD) config.password = env.PGPASSWORD;
   if (env.PGDATABASE) config.database = env.PGDATABASE;
   return config;
+}
+
+/**
+ * StoreMisconfiguredError when `config` names no user (no URL, no `PGUSER`, no `USER` for pg to
+ * default to): Postgres would be asked for database "undefined" as user "undefined", and refuse
+ * with a message that names neither what is missing nor where to set it.
+ */
+export function unconfiguredConnection(
+  config: pg.PoolConfig,
+  schema?: string,
+): StoreMisconfiguredError | undefined {
+  if (config.connectionString || config.user) return undefined;
+  return new StoreMisconfiguredError(
+    schema,
+    'no database to connect to: DATABASE_URL is not set, nor PGUSER, and there is no USER for Postgres to take as the user name and database',
+    undefined,
+    'set DATABASE_URL=postgres://USER:PASSWORD@HOST:5432/DATABASE (or PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE) where the worker and the CLI run; on the CLI, --connection URL does the same',
+  );
 }
 
 /**
@@ -77,6 +97,18 @@ export function connectionTarget(pool: pg.Pool): string {
 }
 
 /**
+ * StoreIsStandbyError, naming `pool`'s server, when `client` (one of its connections) reached a
+ * standby: a read-only copy answers reads like the primary ("no keys", "up to date") and refuses
+ * every write later, with a message that does not say why.
+ */
+export async function refuseStandby(client: pg.ClientBase, pool: pg.Pool): Promise<void> {
+  const { rows } = await client.query<{ standby: boolean }>(
+    'select pg_catalog.pg_is_in_recovery() as standby',
+  );
+  if (rows[0]?.standby) throw new StoreIsStandbyError(connectionTarget(pool));
+}
+
+/**
  * StoreMisconfiguredError when `error` is Postgres refusing the user, the password, the database
  * or a privilege (SQLSTATE 28P01, 28000, 3D000, 42501), naming where `pool` connects; else
  * undefined (an outage, or another failure). Used where a refusal must stop the caller: the
@@ -92,6 +124,8 @@ export function connectionRefusal(
 ): StoreMisconfiguredError | undefined {
   const refusal = refusalOf(error);
   if (!refusal) return undefined;
+  const missing = unconfiguredConnection({ user: new pg.Client(pool.options).user }, schema);
+  if (missing) return Object.assign(missing, { cause: error });
   return new StoreMisconfiguredError(
     schema,
     `${connectionTarget(pool)}: refused, ${refusal.message} (SQLSTATE ${refusal.code})`,

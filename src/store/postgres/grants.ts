@@ -26,7 +26,7 @@ const RESOLVE_0_1_0 = 'resolve_uncertain(text, boolean, bytea, text, text)';
  * The store's own helpers, which move keys without the checks of the functions that call them:
  * no role but the owner runs them (0013's secure_store_functions() keeps them so).
  */
-const INTERNAL = [
+export const INTERNAL_FUNCTIONS: readonly string[] = [
   'conclude(text, text, timestamptz)',
   'move_key(text, bigint, text, bytea, text, text, timestamptz)',
   'tx_complete(text, text, bytea, bigint, text, bytea)',
@@ -55,6 +55,17 @@ const BREAKERS = [
   'breaker_answer(text)',
 ];
 const WITHDRAW = 'withdraw_verdict(bigint, text, text, text, text)';
+/** Every function an operator may call: a role that may call any other (not internal) is a worker's. */
+export const OPERATOR_FUNCTIONS: readonly string[] = [
+  RESOLVE,
+  RESOLVE_WITH_IDENTITY,
+  RESOLVE_0_1_0,
+  HOLD,
+  WITHDRAW,
+  ...BREAKERS,
+  'epoch_ms(timestamptz)',
+  'store_now()',
+];
 
 /**
  * The GRANT statements that give an existing role what its kind needs on a migrated schema, as SQL
@@ -92,13 +103,13 @@ export function grantsScript(options: { schema?: string; role: string; kind: Rol
         `revoke insert, update, delete, truncate on table ${tables} from ${r};`,
         `grant select on table ${tables}, ${s}.migrations, ${s}.migration_history to ${r};`,
         `grant execute on all functions in schema ${s} to ${r};`,
-        `revoke execute on function ${INTERNAL.map((fn) => `${s}.${fn}`).join(', ')} from ${r};`,
+        `revoke execute on function ${INTERNAL_FUNCTIONS.map((fn) => `${s}.${fn}`).join(', ')} from ${r};`,
       );
       break;
     case 'operator':
       lines.push(
         `grant select on table ${s}.keys, ${s}.events, ${s}.pending_verdicts, ${s}.breakers, ${s}.breaker_events, ${s}.migrations, ${s}.migration_history to ${r};`,
-        `grant execute on function ${s}.${RESOLVE}, ${s}.${RESOLVE_WITH_IDENTITY}, ${s}.${RESOLVE_0_1_0}, ${s}.${HOLD}, ${s}.${WITHDRAW}, ${BREAKERS.map((fn) => `${s}.${fn}`).join(', ')}, ${s}.epoch_ms(timestamptz), ${s}.store_now() to ${r};`,
+        `grant execute on function ${OPERATOR_FUNCTIONS.map((fn) => `${s}.${fn}`).join(', ')} to ${r};`,
       );
       break;
     case 'readonly':

@@ -3,9 +3,10 @@ import type pg from 'pg';
 import {
   InvalidActionError,
   MigrationConflictError,
+  StoreIsStandbyError,
   StoreUnavailableError,
 } from '../../core/errors.js';
-import { connectionRefusal } from './connection.js';
+import { connectionRefusal, refuseStandby } from './connection.js';
 import { migrationLocks } from './migration-locks.js';
 import { embeddedMigrations } from './migrations.generated.js';
 import { newerSchema } from './newer-schema.js';
@@ -99,7 +100,14 @@ export function listMigrations(): readonly Migration[] {
  * ```
  */
 export function migrationScript(options: { schema?: string } = {}): string {
-  const schemaName = options.schema ?? defaultSchema();
+  return [...migrationStatements(options.schema ?? defaultSchema()), 'commit;', ''].join('\n');
+}
+
+/**
+ * {@link migrationScript}'s statements up to its COMMIT: `sideeffect doctor` runs them into a
+ * scratch schema it rolls back, to compare a live schema with what this version creates.
+ */
+export function migrationStatements(schemaName: string): string[] {
   const schema = quoteSchema(schemaName);
   // An existing schema is not created again: `create schema if not exists` checks CREATE on the
   // database before it looks, so the script would need it even where the DBA made the schema.
@@ -124,8 +132,8 @@ export function migrationScript(options: { schema?: string } = {}): string {
         : `insert into migrations (version, name, sha256) values (${migration.version}, ${quoteLiteral(migration.name)}, ${quoteLiteral(migration.sha256)});`,
     );
   }
-  parts.push(SECURE_FUNCTIONS, 'commit;', '');
-  return parts.join('\n');
+  parts.push(SECURE_FUNCTIONS);
+  return parts;
 }
 
 /** How `migrate()` finds the schema, and how long it lets a busy store table hold it up. */
@@ -191,8 +199,9 @@ function lockLost(error: unknown): string | undefined {
  * decide and word it the same way), as is a schema whose
  * applied migrations were edited afterwards: running functions this code does not know is how a
  * state machine silently changes under a worker. Returns the names of the migrations it applied
- * (empty when already up to date). Any other failure (the database unreachable, a connection lost,
- * a statement refused) is a StoreUnavailableError with the cause, and nothing was applied.
+ * (empty when already up to date). Connected to a standby (read-only, in recovery), it refuses
+ * with StoreIsStandbyError naming the server, before it reads anything. Any other failure (the
+ * database unreachable, a connection lost, a statement refused) is a StoreUnavailableError with the cause, and nothing was applied.
  *
  * @example
  * ```ts
@@ -278,6 +287,8 @@ async function migrateOnce(
     return rows[0]!.found;
   };
   try {
+    // A standby reads like the primary: "up to date" about a copy, or a confusing refusal later.
+    await refuseStandby(client, pool);
     await client.query('begin isolation level read committed');
     // Same key as every earlier release (0.1.0 included): a worker of the previous version starting
     // mid-roll takes turns with this one. Waiting here blocks no store call.
@@ -377,7 +388,8 @@ async function migrateOnce(
   } catch (error) {
     await client.query('rollback').catch(() => {});
     session.release(true);
-    if (error instanceof MigrationConflictError) throw error;
+    if (error instanceof MigrationConflictError || error instanceof StoreIsStandbyError)
+      throw error;
     throw new StoreUnavailableError('migrate', error);
   }
 }

@@ -24,6 +24,8 @@
 --   0019_bounded_pending_verdicts.sql
 --   0020_planned_functions.sql
 --   0021_breakers.sql
+--   0022_fences_above_old_timelines.sql
+--   0023_session_check_once.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
@@ -110,7 +112,7 @@ begin
     return;
   end if;
 
-  o_fence := r.fence + 1;
+  o_fence := next_fence(r.fence);
   if v_found then
     update keys set state = v_to, fence = o_fence, retry_safety = p_retry_safety, updated_at = v_now
      where key = p_key;
@@ -175,7 +177,7 @@ begin
          for update skip locked
     ), granted as (
       update resources r
-         set fence = r.fence + 1, holder = c.key,
+         set fence = next_fence(r.fence), holder = c.key,
              expires_at = store_now() + p_ttls_ms[c.ord] * interval '1 millisecond'
         from called c
        where r.resource = c.resource and r.resource in (select u.resource from unheld u)
@@ -253,7 +255,7 @@ CREATE FUNCTION <schema>.acquire_fresh(p_key text, p_resource text, p_digest byt
 begin
   with granted as (
     update resources
-       set fence = fence + 1, holder = p_key,
+       set fence = next_fence(fence), holder = p_key,
            expires_at = store_now() + p_ttl_ms * interval '1 millisecond'
      where resource = p_resource and holder is null
        and not exists (select from keys where key = p_key)
@@ -803,6 +805,30 @@ begin
 end
 $$;
 
+-- FUNCTION next_fence(bigint)
+CREATE FUNCTION <schema>.next_fence(p_current bigint) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_timeline bigint;
+begin
+  v_timeline := ('x' || pg_catalog.substr(
+                   pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8)
+                )::bit(32)::bigint;
+  -- 2^21 timelines of 2^32 fences each fill the 2^53 a worker can hold exactly.
+  if v_timeline > 2097152 or coalesce(p_current, 0) >= 9007199254740991 then
+    raise exception using
+      errcode = 'SE141',
+      message = pg_catalog.format(
+        'sideeffect: no fence after %s on timeline %s stays at or below 2^53 - 1',
+        coalesce(p_current, 0), v_timeline),
+      hint = 'Past 2^53 - 1 a worker would round the fence. Give a resource granted that often a new name; a cluster past timeline 2097152, a new store schema.';
+  end if;
+  return greatest(coalesce(p_current, 0) + 1, (v_timeline - 1) * 4294967296);
+end
+$$;
+
 -- FUNCTION purge(bigint)
 CREATE FUNCTION <schema>.purge(p_older_than_ms bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1089,7 +1115,7 @@ begin
   select * into k from keys where key = p_key;
   if not found then
     -- The common case, a resource nobody holds: locked and its fence raised in one statement.
-    update resources set fence = fence + 1
+    update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null
     returning fence into o_fence;
     if not found then
@@ -1137,10 +1163,56 @@ begin
     -- An ordinary holder whose lease ran out: concluded as any takeover concludes it.
     perform conclude(r.holder, 'takeover', v_now);
   end if;
-  o_fence := r.fence + 1;
+  o_fence := next_fence(r.fence);
   update resources set fence = o_fence, holder = null, expires_at = null
    where resource = p_resource;
   o_outcome := 'applied';
+end
+$$;
+
+-- FUNCTION tx_begin(text, text, bytea, text, text, text, text, boolean)
+CREATE FUNCTION <schema>.tx_begin(p_key text, p_resource text, p_digest bytea, p_ttl text, p_lock_wait text, p_user text, p_search_path text, p_session boolean, OUT o_session text, OUT o_pid integer, OUT o_xid bigint, OUT o_temp bigint, OUT o_prepared bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
+  v_seen bigint;
+  v_set text;
+begin
+  if p_session then
+    o_session := tx_session_mark(p_user, p_search_path);
+    o_temp := tx_temp_relations();
+    o_prepared := tx_sql_prepared();
+  end if;
+  o_pid := pg_catalog.pg_backend_pid();
+  o_xid := pg_catalog.txid_current();
+  v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
+
+  update resources set fence = next_fence(fence)
+   where resource = p_resource and holder is null
+     and not exists (select from keys where key = p_key)
+  returning fence, (select r.fence from resources r where r.resource = p_resource)
+    into o_fence, v_seen;
+  if not found then
+    select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
+      into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
+      from tx_acquire(p_key, p_resource, p_digest) a;
+  elsif o_fence <> next_fence(v_seen) then
+    select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
+      into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
+      from tx_recheck(p_key, p_resource, p_digest, o_fence) a;
+  else
+    o_outcome := 'applied';
+  end if;
+  if o_outcome = 'applied' then
+    insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
+    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
+    insert into tx_grants (xid, key, synchronous_commit, session_replication_role)
+    values (o_xid, p_key, pg_catalog.current_setting('synchronous_commit'),
+            pg_catalog.current_setting('session_replication_role'));
+  end if;
+  v_set := pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
 end
 $$;
 
@@ -1177,12 +1249,12 @@ begin
   select fence, holder, xmax::text::bigint into v_fence, v_holder, v_xmax
     from resources where resource = p_resource;
   if not found then
-    if p_fence = 1 then
-      insert into resources (resource, fence) values (p_resource, 1) on conflict do nothing;
+    if p_fence = next_fence(0) then
+      insert into resources (resource, fence) values (p_resource, p_fence) on conflict do nothing;
     end if;
     return;
   end if;
-  if v_holder is not null or v_fence <> p_fence - 1 then
+  if v_holder is not null or next_fence(v_fence) <> p_fence then
     return;
   end if;
   -- 0: nobody updated or locked the row since its last write. Read without a lock (a lock would
@@ -1207,7 +1279,7 @@ begin
     return;
   end if;
   update resources set fence = p_fence
-   where resource = p_resource and holder is null and fence = p_fence - 1;
+   where resource = p_resource and holder is null and fence = v_fence;
 end
 $$;
 
@@ -1305,7 +1377,7 @@ CREATE FUNCTION <schema>.tx_grant_fresh(p_key text, p_resource text, OUT o_fence
 begin
   return query
   with granted as (
-    update resources set fence = fence + 1
+    update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null and not exists (select from keys where key = p_key)
     returning fence, (select r.fence from resources r where r.resource = p_resource) as seen
   ), raised as (
@@ -1335,7 +1407,7 @@ begin
   end if;
   v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
-  update resources set fence = fence + 1
+  update resources set fence = next_fence(fence)
    where resource = p_resource and holder is null
      and not exists (select from keys where key = p_key)
   returning fence, (select r.fence from resources r where r.resource = p_resource)
@@ -1344,7 +1416,7 @@ begin
     select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
       into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
       from tx_acquire(p_key, p_resource, p_digest) a;
-  elsif o_fence <> v_seen + 1 then
+  elsif o_fence <> next_fence(v_seen) then
     select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
       into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
       from tx_recheck(p_key, p_resource, p_digest, o_fence) a;
@@ -1419,6 +1491,36 @@ begin
           v_now, 'done', p_fence)
   on conflict (key) do nothing
   returning epoch_ms(updated_at) into o_at_ms;
+end
+$$;
+
+-- FUNCTION tx_session_mark(text, text)
+CREATE FUNCTION <schema>.tx_session_mark(p_user text, p_search_path text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+begin
+  return pg_catalog.concat_ws(e'\x1f', session_user, p_user, p_search_path,
+    pg_catalog.current_setting('statement_timeout'),
+    pg_catalog.current_setting('lock_timeout'),
+    pg_catalog.current_setting('idle_in_transaction_session_timeout'),
+    pg_catalog.current_setting('default_transaction_isolation'),
+    pg_catalog.current_setting('default_transaction_read_only'),
+    pg_catalog.current_setting('default_transaction_deferrable'),
+    pg_catalog.current_setting('synchronous_commit'),
+    pg_catalog.current_setting('session_replication_role'),
+    pg_catalog.current_setting('row_security'),
+    pg_catalog.current_setting('work_mem'),
+    pg_catalog.current_setting('extra_float_digits'),
+    pg_catalog.current_setting('bytea_output'),
+    pg_catalog.current_setting('TimeZone'),
+    pg_catalog.current_setting('DateStyle'),
+    pg_catalog.current_setting('IntervalStyle'),
+    pg_catalog.current_setting('client_encoding'),
+    pg_catalog.current_setting('standard_conforming_strings'),
+    pg_catalog.current_setting('application_name'),
+    pg_catalog.pg_my_temp_schema(),
+    tx_temp_relations());
 end
 $$;
 
@@ -1890,6 +1992,9 @@ REVOKE ALL ON FUNCTION <schema>.mark_uncertain(p_key text, p_resource text, p_fe
 -- ACL FUNCTION move_key(p_key text, p_fence bigint, p_to text, p_result bytea, p_reason text, p_actor text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION <schema>.move_key(p_key text, p_fence bigint, p_to text, p_result bytea, p_reason text, p_actor text, p_now timestamp with time zone) FROM PUBLIC;
 
+-- ACL FUNCTION next_fence(p_current bigint)
+REVOKE ALL ON FUNCTION <schema>.next_fence(p_current bigint) FROM PUBLIC;
+
 -- ACL FUNCTION purge(p_older_than_ms bigint)
 REVOKE ALL ON FUNCTION <schema>.purge(p_older_than_ms bigint) FROM PUBLIC;
 
@@ -1923,6 +2028,9 @@ REVOKE ALL ON FUNCTION <schema>.sweep(OUT o_uncertain text[], OUT o_freed text[]
 -- ACL FUNCTION tx_acquire(p_key text, p_resource text, p_digest bytea, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
 REVOKE ALL ON FUNCTION <schema>.tx_acquire(p_key text, p_resource text, p_digest bytea, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
 
+-- ACL FUNCTION tx_begin(p_key text, p_resource text, p_digest bytea, p_ttl text, p_lock_wait text, p_user text, p_search_path text, p_session boolean, OUT o_session text, OUT o_pid integer, OUT o_xid bigint, OUT o_temp bigint, OUT o_prepared bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
+REVOKE ALL ON FUNCTION <schema>.tx_begin(p_key text, p_resource text, p_digest bytea, p_ttl text, p_lock_wait text, p_user text, p_search_path text, p_session boolean, OUT o_session text, OUT o_pid integer, OUT o_xid bigint, OUT o_temp bigint, OUT o_prepared bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
+
 -- ACL FUNCTION tx_bounds(p_key text, p_ttl text, p_remaining text)
 REVOKE ALL ON FUNCTION <schema>.tx_bounds(p_key text, p_ttl text, p_remaining text) FROM PUBLIC;
 
@@ -1952,6 +2060,9 @@ REVOKE ALL ON FUNCTION <schema>.tx_recheck(p_key text, p_resource text, p_digest
 
 -- ACL FUNCTION tx_record(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, OUT o_same boolean, OUT o_at_ms bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_record(p_key text, p_resource text, p_digest bytea, p_fence bigint, p_retry_safety text, p_result bytea, p_xid bigint, OUT o_same boolean, OUT o_at_ms bigint) FROM PUBLIC;
+
+-- ACL FUNCTION tx_session_mark(p_user text, p_search_path text)
+REVOKE ALL ON FUNCTION <schema>.tx_session_mark(p_user text, p_search_path text) FROM PUBLIC;
 
 -- ACL FUNCTION tx_session_state(p_user text, p_search_path text)
 REVOKE ALL ON FUNCTION <schema>.tx_session_state(p_user text, p_search_path text) FROM PUBLIC;

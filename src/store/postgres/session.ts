@@ -1,5 +1,9 @@
 import type pg from 'pg';
-import { StoreMisconfiguredError, StoreUnavailableError } from '../../core/errors.js';
+import {
+  FenceExhaustedError,
+  StoreMisconfiguredError,
+  StoreUnavailableError,
+} from '../../core/errors.js';
 
 /** A client checked out of a pool, whose connection errors are heard from the moment it is ours. */
 export interface Session {
@@ -125,8 +129,7 @@ export function runStatement<R extends pg.QueryResultRow>(
   return new Promise((resolve, reject) => {
     connectWithin(pool, (error, client, done) => {
       if (error || !client) {
-        const cause = error ?? new Error('pool handed out no client');
-        reject(new StoreUnavailableError(operation, cause));
+        reject(storeError(operation, error ?? new Error('pool handed out no client')));
         return;
       }
       const session = sessionOf(client, done!);
@@ -204,8 +207,15 @@ function queryAtReadCommitted<R extends pg.QueryResultRow>(
   }
 }
 
-/** Asks a connection, once, whether its default isolation is READ COMMITTED. */
+/**
+ * Asks a connection, once, whether its default isolation is READ COMMITTED. A microtask first:
+ * pg-pool hands a new connection over before the client has sent what the pool's `connect`
+ * listeners queued on it (its owner's `SET`s), and a query queued behind one still waiting is
+ * what pg 8 deprecates and pg 9 refuses. A moment later that one is running, and ours waits
+ * behind it as any statement behind a running one does.
+ */
 async function learnDefault(client: pg.ClientBase): Promise<void> {
+  await Promise.resolve();
   const { rows } = await client.query<{ plain: boolean }>(
     `select pg_catalog.current_setting('default_transaction_isolation') = 'read committed' as plain`,
   );
@@ -264,19 +274,25 @@ function inlineParameters(text: string, value: (n: number) => string): string {
   );
 }
 
+/** Migration 0022's refusal of a fence past 2^53 - 1. */
+const FENCE_EXHAUSTED = 'SE141';
+
 /** Postgres's answers for a missing relation, schema or function: the schema is not (fully) migrated. */
 const MISSING_OBJECT = new Set(['42P01', '3F000', '42883']);
 
 /**
  * The error a failed store operation throws: StoreMisconfiguredError when Postgres says a table,
- * schema or function of the store does not exist (a retry cannot help: migrate), else
- * StoreUnavailableError.
+ * schema or function of the store does not exist (a retry cannot help: migrate),
+ * FenceExhaustedError for a grant past the largest exact fence, else StoreUnavailableError.
  */
 export function storeError(
   operation: string,
   cause: unknown,
-): StoreUnavailableError | StoreMisconfiguredError {
+): StoreUnavailableError | StoreMisconfiguredError | FenceExhaustedError {
+  // A pool that names no database refuses its connections with this (openPool): not an outage.
+  if (cause instanceof StoreMisconfiguredError) return cause;
   const code = (cause as { code?: unknown } | undefined)?.code;
+  if (code === FENCE_EXHAUSTED) return new FenceExhaustedError(operation, cause);
   if (typeof code !== 'string' || !MISSING_OBJECT.has(code))
     return new StoreUnavailableError(operation, cause);
   const message = cause instanceof Error ? cause.message : String(cause);

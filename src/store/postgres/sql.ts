@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { InvalidActionError, InvalidSchemaError } from '../../core/errors.js';
-import { connectionConfig } from './connection.js';
+import { connectionConfig, unconfiguredConnection } from './connection.js';
 import { boundCheckouts } from './session.js';
 
 /** Where the store's tables and functions live when neither an option nor the environment says. */
@@ -149,15 +149,29 @@ export function openPool(options: PoolOptions): { pool: pg.Pool; owned: boolean 
       `must be a positive integer, got ${String(wait)}`,
     );
   }
+  const config = options.pool
+    ? undefined
+    : connectionConfig({ connectionString: options.connectionString });
+  const missing = config && unconfiguredConnection(config);
   const opened = options.pool
     ? { pool: options.pool, owned: false }
-    : {
-        pool: new pg.Pool(connectionConfig({ connectionString: options.connectionString })),
-        owned: true,
-      };
+    : { pool: new pg.Pool(config), owned: true };
+  // Refused at the first connection, not here: a module that builds a sink or a store and is
+  // imported where it is never used (a test with the in-memory store) keeps working, and a use
+  // says what is missing instead of asking Postgres for database "undefined".
+  if (missing) opened.pool.connect = refusingConnect(missing);
   if (opened.owned) opened.pool.on('error', () => {});
   if (wait !== undefined) boundCheckouts(opened.pool, wait);
   return opened;
+}
+
+/** A pool's `connect`, in both its forms (pg-pool's `query` passes a callback), failing with `error`. */
+function refusingConnect(error: Error): pg.Pool['connect'] {
+  return ((callback?: (error: Error) => void) => {
+    if (!callback) return Promise.reject(error);
+    queueMicrotask(() => callback(error));
+    return undefined;
+  }) as pg.Pool['connect'];
 }
 
 /** pg returns int8 as a string (it may exceed 2^53); fences and epoch milliseconds never do. */

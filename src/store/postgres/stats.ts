@@ -4,11 +4,9 @@ import { uncertainBacklog } from './key-statements.js';
 import { defaultSchema, int, quoteSchema } from './sql.js';
 
 /** One group of resolved uncertain attempts: who recorded the verdict, which verdict, how long it took. */
-export interface ResolutionStats {
+interface ResolutionStats {
   /** Who recorded the verdict (`by`, stored in the `actor` column): a person, `probe:<effect>`, `cli:<user>`... */
   by: string;
-  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link ResolutionStats.by} (the same value). */
-  actor: string;
   /** `probe`, `cli` or `person`, read from the shape of `by`. */
   kind: 'probe' | 'cli' | 'person';
   verdict: 'applied' | 'not_applied';
@@ -29,8 +27,6 @@ export interface StoreStats {
   backlog: UncertainBacklog;
   /** Attempts that became uncertain (a key re-applied after a "not applied" verdict counts again). */
   uncertainAttempts: number;
-  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link StoreStats.uncertainAttempts} (the same value). */
-  uncertainEpisodes: number;
   resolutions: ResolutionStats[];
   /** Over every resolution: from uncertain to verdict. */
   timeToResolution: {
@@ -107,10 +103,8 @@ export async function storeStats(
         oldestAgeMs: Math.max(0, int(backlog.rows[0]!.oldest_age_ms)),
       },
       uncertainAttempts: int(opened.rows[0]!.n),
-      uncertainEpisodes: int(opened.rows[0]!.n),
       resolutions: groups.rows.map((row) => ({
         by: row.actor,
-        actor: row.actor,
         kind: kindOf(row.actor),
         verdict: row.to_state === 'done' ? 'applied' : 'not_applied',
         count: int(row.n),

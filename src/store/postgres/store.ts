@@ -61,6 +61,7 @@ import type {
 import { payloadDigest, transactionalDigest } from '../digest.js';
 import type { Binding } from './attempt-connection.js';
 import { PgBreakers } from './breakers.js';
+import { checkDurability, type Durability, type DurabilityReport } from './durability.js';
 import { type AcquireCall, batchLimits, type HolderCall, KeyBatches } from './key-batches.js';
 import {
   type AcquireHit,
@@ -86,15 +87,8 @@ import {
   type StatementRunner,
   statementRunner,
 } from './session.js';
-import {
-  asBuffer,
-  defaultSchema,
-  int,
-  openPool,
-  type PoolOptions,
-  plainBytes,
-  statements,
-} from './sql.js';
+import { asBuffer, defaultSchema, int, openPool, plainBytes, statements } from './sql.js';
+import { checkPgStoreOptions, type PgStoreOptions } from './store-options.js';
 import { SweepLeader } from './sweep-leader.js';
 import { PgTransactional } from './transactional.js';
 import { ResourceWaiters } from './waiters.js';
@@ -104,72 +98,6 @@ const POOL_DEFAULT_MAX = 10;
 
 /** A first look that found the resource's row held (a shared statement's `held`). */
 const ROW_FOUND_HELD = Symbol('row found held');
-
-/** How a PgStore connects, where its tables are, and which input it refuses. */
-export interface PgStoreOptions extends PoolOptions {
-  /**
-   * The schema `migrate()` was run on.
-   * @default `SIDEEFFECT_SCHEMA`, else 'sideeffect'
-   */
-  schema?: string;
-  /**
-   * Size limits checked before any statement is sent; unset fields keep their default.
-   * @default defaultLimits (key 512 B, resource 256 B, payload and result 1 MiB, reason 4 KiB)
-   */
-  limits?: Partial<Limits>;
-  /**
-   * Keys deleted per transaction by `purge`.
-   * @default 5_000
-   */
-  purgeBatchSize?: number;
-  /**
-   * The share of its wall time a `purge` spends deleting: after each full batch it rests in
-   * proportion to how long that batch took (0.25: three times as long), so purging millions of
-   * keys leaves the database to the callers most of the time instead of halving their
-   * throughput. 1 purges flat out.
-   * @default 0.25
-   */
-  purgeDutyCycle?: number;
-  /**
-   * The longest an acquire (plain or transactional) waits for a resource row that another
-   * transaction holds locked before it answers `contended` with this as its retry delay. A
-   * transactional holder keeps its resource's row locked until it commits; without this bound
-   * every caller of that resource would wait out a stalled holder, each on a pool connection.
-   * The same bound holds `renew`, `complete`, `markUncertain` and `release` of a holder whose
-   * resource a transactional grant took over: they throw ContendedError (retryable, nothing
-   * written) instead of waiting out that holder's whole transaction.
-   * @default 1_000
-   */
-  lockWaitMs?: number;
-  /**
-   * How many of this store's acquire calls (plain or transactional) may be in flight at a time
-   * for a busy resource: one whose row a call found held by another transaction (a
-   * transactional holder holds it for its whole work) within the last `lockWaitMs`. Each caller
-   * that waits for that row holds a pool connection for up to `lockWaitMs`; without this bound a
-   * few dozen callers of one busy resource held every connection of the pool, and every other
-   * resource's calls queued behind them. The others answer `contended` at once, without a pool
-   * connection, with a retry delay past the earliest one's wait. On a resource nobody found held,
-   * every call goes in (replays, grants, a live lease's `contended` wait for no row), and looks
-   * first without waiting; only a call that finds the row held waits, if it gets a place. Places
-   * over all resources are at most half the pool's connections (at least one), so calls of free
-   * resources always find connections free.
-   * @default 1
-   */
-  waitersPerResource?: number;
-  /**
-   * Concurrent calls of one kind (acquire, renew, complete, markUncertain, release, inspect)
-   * that arrive while a statement of their kind is in flight are sent together, as ONE statement
-   * carrying all their keys, when it returns: one round trip and one commit for all of them,
-   * where one statement per key left a busy worker at about half the throughput of a
-   * hand-written idempotency table. There is no timer: a call that finds none of its kind in
-   * flight is sent at the end of its event-loop turn, alone by its one-key statement unless that
-   * turn made others; a call made while none of the store's calls is in flight (a lone caller)
-   * is sent as soon as the code that made it has run, without waiting for the turn's I/O. Each key is answered exactly as alone (docs/performance.md). `maxKeys`
-   * (1 to 64) bounds the keys of one statement. `false` sends one statement per call.
-   * @default true (maxKeys 32)
-   */
-  batching?: boolean | { maxKeys?: number };
-}
 
 /** The floor purge_batch() keeps in the schema for every role but the schema's owner (0013). */
 const SCHEMA_PURGE_FLOOR_MS = 7 * 24 * 60 * 60 * 1000;
@@ -223,29 +151,11 @@ export class PgStore
   readonly #batches: KeyBatches;
 
   constructor(options: PgStoreOptions = {}) {
-    const batch = options.purgeBatchSize ?? 5_000;
-    if (!Number.isSafeInteger(batch) || batch < 1 || batch > 2 ** 31 - 1) {
-      throw new InvalidActionError('purgeBatchSize', `must be a positive integer, got ${batch}`);
-    }
+    const { batch, duty, lockWaitMs, waiters } = checkPgStoreOptions(options);
     this.#purgeBatch = batch;
-    const duty = options.purgeDutyCycle ?? 0.25;
-    if (typeof duty !== 'number' || !(duty > 0 && duty <= 1)) {
-      throw new InvalidActionError('purgeDutyCycle', `must be in (0, 1], got ${String(duty)}`);
-    }
     this.#purgeRest = (1 - duty) / duty;
-    const lockWaitMs = options.lockWaitMs ?? 1_000;
-    if (!Number.isSafeInteger(lockWaitMs) || lockWaitMs < 1 || lockWaitMs > 2 ** 31 - 1) {
-      throw new InvalidActionError('lockWaitMs', `must be a positive integer, got ${lockWaitMs}`);
-    }
     this.#lockWaitMs = lockWaitMs;
     this.#lockTimeout = `${lockWaitMs}ms`;
-    const waiters = options.waitersPerResource ?? 1;
-    if (!Number.isSafeInteger(waiters) || waiters < 1) {
-      throw new InvalidActionError(
-        'waitersPerResource',
-        `must be a positive integer, got ${String(waiters)}`,
-      );
-    }
     this.#schema = options.schema ?? defaultSchema();
     this.#transactionPooling = options.transactionPooling === true;
     const named = !this.#transactionPooling;
@@ -287,6 +197,15 @@ export class PgStore
    */
   migrationStatus(): Promise<MigrationStatus> {
     return migrationStatus(this.#pool, { schema: this.#schema });
+  }
+
+  /**
+   * {@link checkDurability} on this store's pool, so `SideEffectPlugin` refuses to start a worker
+   * on a standby, or on a setup whose failover can lose an acknowledged commit (and with it apply
+   * an effect twice), unless its `durability` option declares the setup.
+   */
+  checkDurability(durability?: Durability): Promise<DurabilityReport> {
+    return checkDurability(this.#pool, durability === undefined ? {} : { durability });
   }
 
   /** Gives up any sweep leadership, then ends the pool if this store made it; a pool passed in is left to its owner. */
@@ -544,16 +463,6 @@ export class PgStore
     return this.#verdicts.withdrawPendingVerdict(key, id, withdrawal);
   }
 
-  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link PgStore.addPendingVerdict}; the same operation. */
-  holdVerdict(key: Key, resolution: Resolution): Promise<PendingVerdictOutcome> {
-    return this.addPendingVerdict(key, resolution);
-  }
-
-  /** @deprecated since 0.3.0, removed in 0.4.0: use {@link PgStore.pendingVerdicts}; the same operation. */
-  heldVerdicts(key: Key): Promise<PendingVerdict[]> {
-    return this.pendingVerdicts(key);
-  }
-
   pendingVerdictKeys(limit: number): Promise<Key[]> {
     return this.#verdicts.pendingVerdictKeys(limit);
   }
@@ -602,7 +511,6 @@ export class PgStore
       fence: int(row.fence),
       reason: maskConnectionString(row.reason),
       by: row.actor,
-      actor: row.actor,
       ...(row.identity === null ? {} : { identity: row.identity }),
       ...(row.db_user === null ? {} : { dbUser: row.db_user }),
       at: int(row.at_ms),

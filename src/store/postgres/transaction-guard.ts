@@ -144,36 +144,78 @@ function statementsOf(text: string, backslashes: boolean): string[] {
 }
 
 /**
+ * Whether SQL text may create or drop an SQL prepared statement (PREPARE, DEALLOCATE, DISCARD),
+ * read anywhere in it, strings included, so that dynamic SQL in a DO block counts too. What the
+ * session check counts only then: counting reads every prepared statement of the connection.
+ */
+function mayPrepare(text: string): boolean {
+  return /\b(?:prepare|deallocate|discard)\b/i.test(text);
+}
+
+/**
  * The work's view of the transaction's client: the same client, except that a statement ending
  * the transaction (see {@link endsTransaction}) is never sent, and `release` is refused (the
  * store gives the client back). Sent, a ROLLBACK would free the resource's row at once: a caller
  * waiting for it would be granted the fence this work still holds and writes with.
- * `refused` is called each time, so the store rolls back whatever the work does next.
+ * Nor is any statement once the server reports no transaction open (a COMMIT sent around this
+ * client, refused by the commit check, rolled everything back): it would commit on its own, and
+ * the attempt, failed, would be retried and applied again. A statement asked for while another is
+ * in flight waits for the server's answer to it (pg rejects a failed statement before that
+ * answer says whether a transaction is still open).
+ * `refused` is called each time, so the store rolls back whatever the work does next, and
+ * `preparing` when a statement may change the session's prepared statements ({@link mayPrepare};
+ * a statement whose text the client cannot read counts as one).
  */
 export function guardedClient(
   client: pg.PoolClient,
   key: string,
   refused: (error: TransactionEndedError) => void,
+  preparing: () => void,
 ): pg.PoolClient {
   const refuse = (why: string): TransactionEndedError => {
     const error = new TransactionEndedError(key, { cause: new Error(why) });
     refused(error);
     return error;
   };
+  const status = transactionStatus(client);
+  /** The refusal as the caller asked for the answer: its callback, its submittable, or a promise. */
+  const answer = (args: unknown[], error: TransactionEndedError): unknown => {
+    const [first] = args;
+    const callback = args.find((arg, i) => i > 0 && typeof arg === 'function');
+    if (callback) {
+      queueMicrotask(() => (callback as (error: Error) => void)(error));
+      return undefined;
+    }
+    if (typeof (first as { submit?: unknown } | null | undefined)?.submit === 'function') {
+      const submittable = first as { handleError?: (error: Error) => void };
+      queueMicrotask(() => submittable.handleError?.(error));
+      return first;
+    }
+    return Promise.reject(error);
+  };
+  const send = (args: unknown[]): unknown => {
+    if (status.ended())
+      return answer(args, refuse('the transaction had ended (a COMMIT sent around the client)'));
+    return (client.query as (...a: unknown[]) => unknown).apply(client, args);
+  };
   const query = (...args: unknown[]): unknown => {
     const [first] = args;
     const text =
       typeof first === 'string' ? first : (first as { text?: unknown } | null | undefined)?.text;
-    if (typeof text === 'string' && endsTransaction(text)) {
-      const error = refuse('the work sent a statement that ends the transaction');
-      const callback = args.find((arg, i) => i > 0 && typeof arg === 'function');
-      if (callback) {
-        queueMicrotask(() => (callback as (error: Error) => void)(error));
-        return undefined;
-      }
-      return Promise.reject(error);
+    if (typeof text !== 'string' || mayPrepare(text)) preparing();
+    if (typeof text === 'string' && endsTransaction(text))
+      return answer(args, refuse('the work sent a statement that ends the transaction'));
+    if (status.idle()) return send(args);
+    // Sent once the statement in flight is answered; in the caller's order.
+    const [, second, third] = args;
+    const callback = [second, third].find((arg) => typeof arg === 'function');
+    if (callback || typeof (first as { submit?: unknown } | null)?.submit === 'function') {
+      status.whenIdle(() => send(args));
+      return callback ? undefined : first;
     }
-    return (client.query as (...a: unknown[]) => unknown).apply(client, args);
+    return new Promise((resolve, reject) => {
+      status.whenIdle(() => (send(args) as Promise<unknown>).then(resolve, reject));
+    });
   };
   return new Proxy(client, {
     get(target, property) {
@@ -186,6 +228,87 @@ export function guardedClient(
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
+}
+
+/** What {@link guardedClient} knows of its connection's transaction, from the server's own reports. */
+interface TransactionStatus {
+  /** No statement of this client is in flight nor waits to be sent: the last status reported is current. */
+  idle(): boolean;
+  /** The server last reported no transaction open (ReadyForQuery 'I'). */
+  ended(): boolean;
+  /** Calls `send` once every statement before it is answered (or the connection is gone), in order. */
+  whenIdle(send: () => void): void;
+  /** Resolves once no statement waits to be sent. */
+  sent(): Promise<void>;
+}
+
+const statuses = new WeakMap<pg.ClientBase, TransactionStatus>();
+
+/**
+ * The transaction status of a client's connection, kept from each ReadyForQuery the server sends
+ * (one listener per connection, for its life; unknown before the first is seen, which a guarded
+ * client never needs: it is made inside the transaction).
+ */
+function transactionStatus(client: pg.ClientBase): TransactionStatus {
+  const known = statuses.get(client);
+  if (known) return known;
+  const internals = client as unknown as {
+    connection: {
+      prependListener(
+        event: 'readyForQuery',
+        listener: (message: { status?: string }) => void,
+      ): void;
+    };
+    readyForQuery: boolean;
+  };
+  let last: string | undefined;
+  // Before the client's own listener, which sends the next statement queued behind it.
+  internals.connection.prependListener('readyForQuery', (message) => {
+    last = message.status;
+  });
+  const waiting: (() => void)[] = [];
+  const emptied: (() => void)[] = [];
+  let gone = false;
+  const next = () => {
+    // One at a time: each is sent once the one before it is answered.
+    while (waiting.length > 0 && (internals.readyForQuery || gone)) waiting.shift()!();
+    if (waiting.length > 0) return;
+    client.off('drain', next);
+    client.off('end', lost);
+    client.off('error', lost);
+    for (const resolve of emptied.splice(0)) resolve();
+  };
+  const lost = () => {
+    gone = true;
+    next();
+  };
+  const status: TransactionStatus = {
+    idle: () => internals.readyForQuery && waiting.length === 0,
+    ended: () => last === 'I',
+    whenIdle: (send) => {
+      if (waiting.push(send) > 1) return;
+      client.on('drain', next);
+      client.on('end', lost);
+      client.on('error', lost);
+    },
+    sent: () =>
+      waiting.length === 0
+        ? Promise.resolve()
+        : new Promise((resolve) => {
+            emptied.push(resolve);
+          }),
+  };
+  statuses.set(client, status);
+  return status;
+}
+
+/**
+ * Resolves once every statement the work asked for on its guarded client has been sent (or
+ * refused): the store's own statements after the work must queue behind them, as they did when
+ * each was sent at once.
+ */
+export function guardedStatementsSent(client: pg.ClientBase): Promise<void> {
+  return statuses.get(client)?.sent() ?? Promise.resolve();
 }
 
 /**
@@ -242,8 +365,9 @@ export const POOLED_AFTER_ROLLBACK = `select pg_catalog.pg_advisory_unlock_all()
  * the pool's settings, never one of the pool's) terminates the backend, only while it still runs
  * this transaction (its xid), so a connection given back and reused is never touched. Asked
  * through the pool, the termination waited for a free connection: with every one held by
- * stalled holders it never came, and they ran on past their TTL and committed. Returns the
- * disarm, and whether it fired.
+ * stalled holders it never came, and they ran on past their TTL and committed. Disarmed before
+ * the COMMIT is sent: ending a COMMIT that waits for a synchronous standby keeps it committed
+ * locally, unreplicated. Returns the disarm, and whether it fired.
  */
 export function armDeadline(
   pool: pg.Pool,

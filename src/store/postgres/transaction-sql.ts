@@ -51,21 +51,25 @@ export interface OpenTransaction {
   ttlMs: number;
   /** The grant's lock wait, as a `lock_timeout` value. */
   lockWait: string;
-  /** Behind a transaction-mode pooler: the counts the finish compares with are taken. */
-  pooled: boolean;
+  /**
+   * Whether the session is read before the work (its fingerprint and counts): a connection's
+   * first effect, or behind a transaction-mode pooler, where each transaction may land on another
+   * server connection. Otherwise the last finish's fingerprint stands for it.
+   */
+  session: boolean;
   /** The connection's first effect: its session baseline (SESSION_BASELINE) is asked first. */
   baseline?: string;
 }
 
 /**
- * BEGIN, then tx_open(): the session's fingerprint, the transaction's bounds and the grant. The
- * results, in order: BEGIN's, the baseline if asked, tx_open's row.
+ * BEGIN, then tx_begin() (migration 0023): the session's fingerprint if asked, the transaction's
+ * bounds and the grant. The results, in order: BEGIN's, the baseline if asked, tx_begin's row.
  */
 export function openTransaction(schema: string, o: OpenTransaction): string {
   return [
     `begin isolation level ${o.isolation}`,
     ...(o.baseline ? [`select ${o.baseline} as baseline`] : []),
-    `select * from ${schema}.tx_open(${text(o.key)}, ${text(o.resource)}, ${bytes(o.digest)}, '${o.ttlMs}ms', '${o.lockWait}', ${CALLER}, ${o.pooled})`,
+    `select * from ${schema}.tx_begin(${text(o.key)}, ${text(o.resource)}, ${bytes(o.digest)}, '${o.ttlMs}ms', '${o.lockWait}', ${CALLER}, ${o.session})`,
   ].join(';\n');
 }
 
@@ -84,9 +88,11 @@ export interface FinishTransaction {
   remainingMs: number;
   baseline: SessionBaseline;
   pooled: boolean;
-  /** tx_open's counts, behind a transaction-mode pooler. */
+  /** tx_begin's counts, behind a transaction-mode pooler. */
   temp: string | null;
   prepared: string | null;
+  /** Whether the work may have prepared or dropped SQL prepared statements: they are counted. */
+  countPrepared: boolean;
 }
 
 /**
@@ -96,7 +102,8 @@ export interface FinishTransaction {
  * the commit settings the store's record needs, the key) under the connection's own role, which
  * may run the store's functions where the work's role may not, the work's role back, and COMMIT.
  * Then, committed, the session goes back to the connection's baseline (every setting, the role
- * and session user; pending LISTENs and open cursors go too), and its fingerprint is taken.
+ * and session user; pending LISTENs and open cursors go too), and its fingerprint is taken
+ * ({@link sessionState}).
  * Results: tx_settle's at index {@link SETTLED}, the fingerprint last.
  */
 export function finishTransaction(schema: string, o: FinishTransaction): string {
@@ -124,16 +131,21 @@ export function finishTransaction(schema: string, o: FinishTransaction): string 
   }
   if (o.baseline.role !== null)
     parts.push(`select pg_catalog.set_config('role', ${text(o.baseline.role)}, false)`);
-  parts.push(sessionState(schema));
+  parts.push(sessionState(schema, o.countPrepared));
   return parts.join(';\n');
 }
 
 /** The index of tx_settle's result among {@link finishTransaction}'s. */
 export const SETTLED = 2;
 
-/** The session's fingerprint (tx_session_state), as a statement of its own. */
-export function sessionState(schema: string): string {
-  return `select ${schema}.tx_session_state(${CALLER}) as session`;
+/**
+ * The session's fingerprint (tx_session_mark, migration 0023) as a statement of its own, and the
+ * count of its SQL prepared statements only when asked: counting reads every prepared statement
+ * of the connection, the driver's named ones too.
+ */
+export function sessionState(schema: string, countPrepared: boolean): string {
+  const prepared = countPrepared ? `${schema}.tx_sql_prepared()` : 'null::bigint';
+  return `select ${schema}.tx_session_mark(${CALLER}) as session, ${prepared} as prepared`;
 }
 
 /** What tx_settle() refused, raised before its COMMIT (0016, 0017), with the refusal's detail. */

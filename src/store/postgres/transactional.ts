@@ -23,6 +23,7 @@ import { int, plainBytes, quoteSchema } from './sql.js';
 import {
   armDeadline,
   guardedClient,
+  guardedStatementsSent,
   knownBaseline,
   POOLED_BASELINE,
   rememberBaseline,
@@ -225,9 +226,14 @@ export class PgTransactional {
       let payload: Uint8Array;
       /** The first statement of the work that would have ended the transaction, refused. */
       let ended: TransactionEndedError | undefined;
-      const tx = guardedClient(client, a.key, (error) => {
-        ended ??= error;
-      });
+      const tx = guardedClient(
+        client,
+        a.key,
+        (error) => {
+          ended ??= error;
+        },
+        () => connection.mayPrepare(),
+      );
       // Whatever the work sets (statement_timeout = 0), the transaction ends. Postgres's own cuts
       // (each statement and pause at the TTL) stay the bound of work that leaves them alone; this
       // one, measured by a process that may itself be descheduled, leaves them the time to act
@@ -249,6 +255,7 @@ export class PgTransactional {
         } catch (error) {
           thrown = { error };
         }
+        await guardedStatementsSent(client);
         // A refused end of the transaction is the answer, whatever the work did after it.
         if (ended) {
           await connection.rollBack();
@@ -270,10 +277,17 @@ export class PgTransactional {
           return LOST_RACE;
         return { outcome: 'failed', error };
       }
+      // The deadline stands down before the COMMIT is sent: ended while the COMMIT waits for a
+      // synchronous standby, the backend keeps the commit locally, unreplicated, and the key reads
+      // done on a primary whose failover rolls it back. From here the key stays busy (its rows
+      // locked) until the standby confirms. A deadline that fired already may still land: rolled
+      // back first, the attempt ends as a TTL cut does.
+      deadline.disarm();
+      if (deadline.fired) await connection.rollBack();
       // The server ended the backend while the work ran (a TTL cut of its idle transaction):
       // rolled back with it, known before the finish is sent, so a definite failure, never
       // "may have committed".
-      if (connection.lost) {
+      if (connection.lost || deadline.fired) {
         return {
           outcome: 'failed',
           error: new StoreUnavailableError(
@@ -375,7 +389,7 @@ export class PgTransactional {
 /**
  * The least a transactional holder gets past its TTL before the store's own deadline ends it
  * (a holder that took Postgres's cuts away holds at most its TTL plus the larger of its TTL and
- * this).
+ * this, and then the time its COMMIT waits for a synchronous standby).
  */
 const DEADLINE_GRACE_MS = 1_000;
 

@@ -1,4 +1,5 @@
-import { KeyedGate, type Release } from '../../syncx/index.js';
+import type { Release } from '../../syncx/gate.js';
+import { KeyedGate } from '../../syncx/index.js';
 
 /** How many busy resources are remembered before the quiet ones are looked for and forgotten. */
 const FORGET_FROM = 1_024;

@@ -11,12 +11,8 @@
  */
 import pg from 'pg';
 import type { Limits } from '../../../src/core/index.js';
-import {
-  migrate,
-  PgFencedSink,
-  PgStore,
-  type RoleKind,
-} from '../../../src/store/postgres/index.js';
+import type { RoleKind } from '../../../src/store/postgres/grants.js';
+import { migrate, PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
 import { type BatchingMode, batchingOption } from '../../support/batching.js';
 import { leaseMigratedSchema } from '../../support/migrated-schemas.js';
 import type { FreshSchema } from '../../support/postgres.js';

@@ -1,5 +1,6 @@
 import type { RetrySafety } from '../../../src/core/index.js';
 import type { BatchingMode } from '../../support/batching.js';
+import type { OutcomeCounts } from '../../support/worker-process.js';
 
 /** What the parent tells each worker process. */
 export interface WorkerConfig {
@@ -13,6 +14,8 @@ export interface WorkerConfig {
   keys: number;
   resources: number;
   lanes: number;
+  /** The pool's size; default one connection per lane. */
+  connections?: number;
   ttls: number[];
   pauseRate: number;
   failBeforeRate: number;
@@ -30,18 +33,12 @@ export interface WorkerConfig {
 }
 
 /** What each worker process reports back. */
-export interface WorkerReport {
+export interface WorkerReport extends OutcomeCounts {
   worker: number;
   executes: number;
   applies: number;
-  applied: number;
-  replayed: number;
-  uncertain: number;
-  contended: number;
-  failed: number;
   staleRejected: number;
   pauses: number;
-  storeErrors: number;
   /** The most executes one key took. */
   mostAttempts: number;
   unfinished: string[];

@@ -11,7 +11,6 @@
 import pg from 'pg';
 import {
   type Apply,
-  type Execution,
   FenceStaleError,
   type Result,
   Runner,
@@ -19,10 +18,14 @@ import {
 } from '../../../src/core/index.js';
 import { PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
 import { batchingOption } from '../../support/batching.js';
+import { counted, seededRandom, workThrough } from '../../support/worker-process.js';
 import { keyOf, type WorkerConfig, type WorkerReport } from './plan.js';
 
 const config = JSON.parse(process.argv[2]!) as WorkerConfig;
-const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.lanes });
+const pool = new pg.Pool({
+  connectionString: config.databaseUrl,
+  max: config.connections ?? config.lanes,
+});
 pool.on('error', () => {});
 const { schema, transactionPooling } = config;
 const store = new PgStore({
@@ -51,14 +54,7 @@ const report: WorkerReport = {
   unfinished: [],
 };
 
-// A small deterministic PRNG per worker, so a failing run can be replayed from its seed.
-let state = config.seed >>> 0 || 1;
-function random(): number {
-  state ^= state << 13;
-  state ^= state >>> 17;
-  state ^= state << 5;
-  return (state >>> 0) / 4294967296;
-}
+const random = seededRandom(config.seed);
 
 const pauseCell = new Int32Array(new SharedArrayBuffer(4));
 /** Freezes the whole process: no timers, no I/O, no lease renewal. */
@@ -66,8 +62,6 @@ function freeze(ms: number): void {
   report.pauses += 1;
   Atomics.wait(pauseCell, 0, 0, ms);
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let attempt = 0;
 async function runKey(index: number): Promise<boolean> {
@@ -82,7 +76,6 @@ async function runKey(index: number): Promise<boolean> {
     report.mostAttempts = Math.max(report.mostAttempts, tries);
     const runner = runners[Math.floor(random() * runners.length)]!;
     const ttl = config.ttls[runners.indexOf(runner)]!;
-    let execution: Execution;
     report.executes += 1;
     const attemptWith = async (
       fence: number,
@@ -113,46 +106,20 @@ async function runKey(index: number): Promise<boolean> {
       attemptWith(fence, (writer) =>
         tx.query(insertLedger, [spec.key, spec.resource, fence, writer]),
       );
-    try {
-      execution = config.transactional
-        ? await runner.executeInTransaction(action, inTransaction)
-        : await runner.execute(action, throughSink);
-    } catch {
-      report.storeErrors += 1;
-      await sleep(5);
-      continue;
-    }
-    switch (execution.outcome) {
-      case 'applied':
-      case 'replayed':
-      case 'uncertain':
-        report[execution.outcome] += 1;
-        return true;
-      case 'contended':
-        report.contended += 1;
-        await sleep(Math.min(execution.retryAfterMs, 20) + random() * 10);
-        break;
-      case 'failed':
-        report.failed += 1;
-        break;
-    }
+    const ended = await counted(
+      report,
+      () =>
+        config.transactional
+          ? runner.executeInTransaction(action, inTransaction)
+          : runner.execute(action, throughSink),
+      random,
+    );
+    if (ended) return true;
   }
   return false;
 }
 
-const order = Array.from({ length: config.keys }, (_, i) => i);
-for (let i = order.length - 1; i > 0; i--) {
-  const j = Math.floor(random() * (i + 1));
-  [order[i], order[j]] = [order[j]!, order[i]!];
-}
-let next = 0;
-await Promise.all(
-  Array.from({ length: config.lanes }, async () => {
-    while (next < order.length) {
-      const index = order[next++]!;
-      if (!(await runKey(index))) report.unfinished.push(keyOf(index, config).key);
-    }
-  }),
-);
+const unfinished = await workThrough(config.keys, config.lanes, random, runKey);
+report.unfinished.push(...unfinished.map((index) => keyOf(index, config).key));
 await pool.end();
 process.send!(report);
