@@ -11,6 +11,7 @@ import { KeyConflictError, Runner } from '../../src/core/index.js';
 import { payloadDigest } from '../../src/store/digest.js';
 import type { BatchingMode } from '../support/batching.js';
 import { bytes, text } from '../support/bytes.js';
+import { backendOf, someoneWaitsFor } from '../support/lock-waits.js';
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js';
 import { databaseWithDefaultIsolation } from '../support/postgres.js';
 import { type PgHarness, pgHarness, sidePool } from './pg-support/harness.js';
@@ -77,42 +78,35 @@ describe.each(
     const client = await side.connect();
     await client.query('begin');
     await client.query('select from resources where resource = $1 for update', [resource]);
+    const pid = await backendOf(client);
     return {
       client,
+      pid,
       letGo: async () => {
         await client.query('commit');
         client.release();
       },
     };
   };
-  /** Resolves once some statement of this database waits for a row lock. */
-  const someoneWaits = async () => {
-    for (let i = 0; i < 500; i++) {
-      const { rows } = await side.query(
-        `select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock'`,
-      );
-      if (rows[0].n > 0) return;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    throw new Error('no statement ever waited for the row lock');
-  };
+  const someoneWaits = (holder: number) => someoneWaitsFor(side, holder);
 
   it('a first acquire whose key is committed on another resource meanwhile is a KeyConflictError("resource"), nothing written', async () => {
     await used('b');
     const fence = await fenceOf('b');
     const row = await holdRow('b');
-    const waiting = h.store.acquire({ key: 'k', resource: 'b' }, TTL, { applying: true });
-    await someoneWaits();
+    // Settled at once: had it ended before the lock was let go, that is the failure below, not an
+    // unhandled rejection.
+    const waiting = h.store.acquire({ key: 'k', resource: 'b' }, TTL, { applying: true }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await someoneWaits(row.pid);
     expect(
       (await runner.execute({ key: 'k', resource: 'a' }, async () => ({ payload: bytes('a') })))
         .outcome,
     ).toBe('applied');
     await row.letGo();
-    const error = await waiting.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const error = await waiting;
     expect(error).toBeInstanceOf(KeyConflictError);
     expect((error as KeyConflictError).field).toBe('resource');
     expect(await fenceOf('b')).toBe(fence);
@@ -124,7 +118,7 @@ describe.each(
     const fence = await fenceOf('r');
     const row = await holdRow('r');
     const waiting = h.store.acquire({ key: 'k', resource: 'r' }, TTL, { applying: true });
-    await someoneWaits();
+    await someoneWaits(row.pid);
     // What an execution of this key that held the row before us leaves behind.
     await row.client.query(
       `insert into keys (key, resource, digest, state, fence, retry_safety, result, updated_at)
@@ -145,8 +139,8 @@ describe.each(
     const gate = new Promise<void>((resolve) => {
       release = resolve;
     });
-    let holding!: () => void;
-    const firstHolds = new Promise<void>((resolve) => {
+    let holding!: (backend: number) => void;
+    const firstHolds = new Promise<number>((resolve) => {
       holding = resolve;
     });
     const a = { key: 'tx', resource: 'acct' };
@@ -155,15 +149,15 @@ describe.each(
       async ({ tx }: { tx: pg.PoolClient }) => {
         await tx.query(`insert into ${table('ledger')} (key, note) values ($1, $2)`, [a.key, note]);
         if (wait) {
-          holding();
+          holding(await backendOf(tx));
           await gate;
         }
         return { payload: bytes(note) };
       };
     const first = runner.executeInTransaction<pg.PoolClient>(a, work('first', true));
-    await firstHolds;
+    const holder = await firstHolds;
     const second = runner.executeInTransaction<pg.PoolClient>(a, work('second', false));
-    await someoneWaits();
+    await someoneWaits(holder);
     release();
     const [one, two] = await Promise.all([first, second]);
     expect(one.outcome).toBe('applied');
@@ -179,8 +173,8 @@ describe.each(
     const gate = new Promise<void>((resolve) => {
       release = resolve;
     });
-    let holding!: () => void;
-    const firstHolds = new Promise<void>((resolve) => {
+    let holding!: (backend: number) => void;
+    const firstHolds = new Promise<number>((resolve) => {
       holding = resolve;
     });
     const a = { key: 'tx-once', resource: 'acct-u' };
@@ -192,15 +186,15 @@ describe.each(
         // The effect's own table refuses a second row for the key, as a ledger's unique key does.
         await tx.query(`insert into ${table('ledger_once')} (key) values ($1)`, [a.key]);
         if (wait) {
-          holding();
+          holding(await backendOf(tx));
           await gate;
         }
         return { payload: bytes(wait ? 'first' : 'second') };
       };
     const first = runner.executeInTransaction<pg.PoolClient>(a, work(true));
-    await firstHolds;
+    const holder = await firstHolds;
     const second = runner.executeInTransaction<pg.PoolClient>(a, work(false));
-    await someoneWaits();
+    await someoneWaits(holder);
     release();
     const [one, two] = await Promise.all([first, second]);
     expect(one.outcome).toBe('applied');
@@ -216,8 +210,8 @@ describe.each(
       const gate = new Promise<void>((resolve) => {
         release = resolve;
       });
-      let holding!: () => void;
-      const firstHolds = new Promise<void>((resolve) => {
+      let holding!: (backend: number) => void;
+      const firstHolds = new Promise<number>((resolve) => {
         holding = resolve;
       });
       const a = { key: `tx-${isolation}`, resource: `acct-${isolation}` };
@@ -232,7 +226,7 @@ describe.each(
             note,
           ]);
           if (wait) {
-            holding();
+            holding(await backendOf(tx));
             await gate;
           }
           return { payload: bytes(note) };
@@ -240,11 +234,11 @@ describe.each(
       const first = runner.executeInTransaction<pg.PoolClient>(a, work('first', true), {
         isolation,
       });
-      await firstHolds;
+      const holder = await firstHolds;
       const second = runner.executeInTransaction<pg.PoolClient>(a, work('second', false), {
         isolation,
       });
-      await someoneWaits();
+      await someoneWaits(holder);
       release();
       const [one, two] = await Promise.all([first, second]);
       expect(one.outcome).toBe('applied');

@@ -21,6 +21,7 @@ import {
 import { MemoryStore } from '../../src/store/memory.js';
 import { PgStore } from '../../src/store/postgres/index.js';
 import { bytes, text } from '../support/bytes.js';
+import { backendOf, someoneWaitsFor } from '../support/lock-waits.js';
 import { type PgHarness, pgHarness, sidePool } from './pg-support/harness.js';
 
 const TTL = 10_000;
@@ -512,17 +513,6 @@ describe('PgStore transactional effects', () => {
   });
 
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-  /** Resolves once some backend waits for a lock (the second caller is queued on the resource row). */
-  const someoneWaitsForALock = async () => {
-    for (let i = 0; i < 200; i++) {
-      const { rows } = await h.db.pool.query(
-        `select 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`,
-      );
-      if (rows.length > 0) return;
-      await sleep(25);
-    }
-    throw new Error('nobody waited for a lock');
-  };
 
   it('no fence is issued twice: work that runs ROLLBACK and writes at its fence while another caller waits', async () => {
     const a = action();
@@ -531,12 +521,12 @@ describe('PgStore transactional effects', () => {
     const released = new Promise<void>((resolve) => {
       go = resolve;
     });
-    let granted!: () => void;
-    const grantedOnce = new Promise<void>((resolve) => {
+    let granted!: (backend: number) => void;
+    const grantedOnce = new Promise<number>((resolve) => {
       granted = resolve;
     });
     const holder = runner.executeInTransaction<pg.PoolClient>(a, async ({ tx, fence }) => {
-      granted();
+      granted(await backendOf(tx));
       await released;
       await tx.query('rollback').catch(() => {});
       // What it writes next, at its fence, would commit on its own once the transaction is gone.
@@ -547,10 +537,10 @@ describe('PgStore transactional effects', () => {
       ]);
       return { payload: bytes('claimed') };
     });
-    await grantedOnce;
+    const holderBackend = await grantedOnce;
     const b = { ...action(), resource: a.resource };
     const second = new Runner(waiting, { ttlMs: TTL }).executeInTransaction(b, insert(b.key));
-    await someoneWaitsForALock();
+    await someoneWaitsFor(h.db.pool, holderBackend);
     go();
     const [first, next] = await Promise.all([holder, second]);
     expect(first.outcome).toBe('failed');

@@ -1,0 +1,23 @@
+import type pg from 'pg';
+
+/**
+ * Resolves once some statement waits for a lock that backend `holder` has. Scoped to that holder:
+ * other test files share the database, and a wait of theirs must not let a race test go on before
+ * its own statement is queued (which made the race not happen, or a rejection come early).
+ */
+export async function someoneWaitsFor(pool: pg.Pool, holder: number): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const { rows } = await pool.query<{ n: number }>(
+      'select count(*)::int as n from pg_stat_activity where $1 = any(pg_blocking_pids(pid))',
+      [holder],
+    );
+    if (rows[0]!.n > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`no statement ever waited for a lock of backend ${holder}`);
+}
+
+/** The backend a client (a transactional work's `tx`, a lock holder) runs on. */
+export async function backendOf(client: pg.ClientBase): Promise<number> {
+  return (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+}
