@@ -8,7 +8,7 @@
  *   const pool = new pg.Pool({ connectionString: bouncer.url });
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { access, chmod, constants, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -26,6 +26,10 @@ export interface PgBouncer {
 export async function startPgBouncer(
   options: { serverConnections?: number } = {},
 ): Promise<PgBouncer> {
+  // Without the binary, spawn only emits 'error' and the wait for its exit would never end.
+  await access(PGBOUNCER, constants.X_OK).catch(() => {
+    throw new Error(`${PGBOUNCER} is not installed: apt-get install pgbouncer (.ci/run does)`);
+  });
   const target = new URL(databaseUrl());
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'sideeffect-pgbouncer-'));
