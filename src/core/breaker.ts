@@ -110,8 +110,9 @@ export interface BreakerCommand {
 export interface BreakerStore {
   /**
    * Asked once a new attempt holds its lease, before it touches the provider. Closed: admitted
-   * (nothing written). Open past its cool-down, or half-open with the probe's slot run out: this
-   * attempt becomes the probe. Otherwise refused until `retryAt`.
+   * (nothing written). Open past its cool-down, or half-open with the probe's slot run out and
+   * the probe no longer holding a live lease: this attempt becomes the probe, so at most one
+   * attempt of the group is at the provider while half-open. Otherwise refused until `retryAt`.
    */
   admitAttempt(policy: BreakerPolicy, key: Key): Promise<BreakerAdmission>;
   /**
@@ -210,14 +211,24 @@ export function checkBreakerCommand(command: BreakerCommand): BreakerCommand {
 
 /**
  * The breaker state machine over one group's row, in memory (the MemoryStore's, and the
- * reference the Postgres functions of migration 0021 follow): every call decides and writes at
+ * reference the Postgres functions of migrations 0021 and 0024 follow): every call decides and writes at
  * once, by `now`.
  */
 export class BreakerMachine {
   readonly #rows = new Map<string, BreakerRow>();
   readonly #events: BreakerTransition[] = [];
 
-  admit(policy: BreakerPolicy, key: Key, now: number): BreakerAdmission {
+  /**
+   * `probeHeldUntil(key)` is when the live lease of `key` runs out, or undefined when it holds
+   * none: a slow probe keeps its slot past the cool-down for as long as it may still reach the
+   * provider, so a second attempt never joins it there.
+   */
+  admit(
+    policy: BreakerPolicy,
+    key: Key,
+    now: number,
+    probeHeldUntil: (probe: Key) => number | undefined,
+  ): BreakerAdmission {
     const row = this.#rows.get(policy.group);
     if (row === undefined || row.state === 'closed') return { admitted: true, probe: false };
     if (row.state === 'open' && !row.manual && row.until! <= now) {
@@ -233,12 +244,19 @@ export class BreakerMachine {
       row.until = now + row.coolDownMs;
       return { admitted: true, probe: true, record: this.#record(row, now), transition };
     }
-    if (row.state === 'half-open' && (row.probeKey === key || row.until! <= now)) {
+    const probeHeld =
+      row.state === 'half-open' && row.probeKey !== undefined && row.probeKey !== key
+        ? probeHeldUntil(row.probeKey)
+        : undefined;
+    if (
+      row.state === 'half-open' &&
+      (row.probeKey === key || (row.until! <= now && probeHeld === undefined))
+    ) {
       row.probeKey = key;
       row.until = now + row.coolDownMs;
       return { admitted: true, probe: true, record: this.#record(row, now) };
     }
-    const retryAt = row.until ?? now + policy.coolDownMs;
+    const retryAt = Math.max(row.until ?? now + policy.coolDownMs, probeHeld ?? 0);
     return {
       admitted: false,
       record: this.#record(row, now),

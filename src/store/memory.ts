@@ -415,10 +415,16 @@ export class MemoryStore implements Store, PendingVerdictStore, BreakerStore {
 
   async admitAttempt(policy: BreakerPolicy, key: Key): Promise<BreakerAdmission> {
     const checked = checkBreakerPolicy(policy);
+    const now = this.#now();
     return this.#breakers.admit(
       checked,
       checkText('key', key, this.#limits.maxKeyBytes),
-      this.#now(),
+      now,
+      (probe) => {
+        const row = this.#keys.get(probe);
+        const holder = row && this.#resources.get(row.resource)?.holder;
+        return holder?.key === probe && holder.expiresAt > now ? holder.expiresAt : undefined;
+      },
     );
   }
 

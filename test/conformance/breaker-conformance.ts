@@ -1,9 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { BreakerPolicy, BreakerStore } from '../../src/core/breaker.js';
+import type { Store } from '../../src/core/index.js';
 
-/** A store that keeps breakers, with its clock moved by `advance` (see StoreHarness). */
+/**
+ * A store that keeps breakers, with its clock moved by `advance` (see StoreHarness). A Store too:
+ * a half-open probe's lease decides whether its slot can pass on.
+ */
 export interface BreakerHarness {
-  store: BreakerStore;
+  store: BreakerStore & Store;
   advance(ms: number): Promise<void>;
   close(): Promise<void>;
 }
@@ -18,7 +22,7 @@ export function describeBreakerConformance(
 ): void {
   describe(`Breaker conformance: ${name}`, () => {
     let h: BreakerHarness;
-    let store: BreakerStore;
+    let store: BreakerStore & Store;
     let seq = 0;
     let policy: BreakerPolicy;
     beforeEach(async () => {
@@ -160,6 +164,30 @@ export function describeBreakerConformance(
         outcome: 'applied',
       });
       expect(late.record.state).toBe('half-open');
+    });
+
+    it('keeps the slot while the half-open attempt still holds its lease, however long it runs', async () => {
+      await open();
+      await h.advance(COOL);
+      const held = await store.acquire({ key: 'slow', resource: 'provider' }, 3 * COOL);
+      expect(held.outcome).toBe('granted');
+      expect(await store.admitAttempt(policy, 'slow')).toMatchObject({
+        admitted: true,
+        probe: true,
+      });
+      // One cool-down on, the probe is still at the provider: nobody joins it there.
+      await h.advance(COOL);
+      const refused = await store.admitAttempt(policy, 'second');
+      expect(refused.admitted).toBe(false);
+      if (!refused.admitted && held.outcome === 'granted') {
+        expect(refused.retryAt).toBe(held.lease.expiresAt);
+      }
+      // Its lease ran out (its worker died): the slot passes on.
+      await h.advance(2 * COOL);
+      expect(await store.admitAttempt(policy, 'second')).toMatchObject({
+        admitted: true,
+        probe: true,
+      });
     });
 
     it('ignores outcomes of attempts that were in flight while it was open', async () => {

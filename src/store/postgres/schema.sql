@@ -26,6 +26,7 @@
 --   0021_breakers.sql
 --   0022_fences_above_old_timelines.sql
 --   0023_session_check_once.sql
+--   0024_half_open_one_at_a_time.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
@@ -285,6 +286,8 @@ CREATE FUNCTION <schema>.breaker_admit(p_group text, p_key text, p_cool_ms bigin
 declare
   b breakers;
   v_now timestamptz;
+  -- When the probe's live lease runs out; null once it holds none.
+  v_probe_held timestamptz;
 begin
   o_admitted := true;
   o_probe := false;
@@ -297,19 +300,26 @@ begin
     return;
   end if;
   v_now := store_now();
+  if b.state = 'half-open' and b.probe_key is distinct from p_key then
+    select r.expires_at into v_probe_held
+      from keys k join resources r on r.resource = k.resource
+     where k.key = b.probe_key and r.holder = b.probe_key and r.expires_at > v_now;
+  end if;
   if b.state = 'open' and not b.manual and b.until <= v_now then
     o_from := breaker_move(p_group, 'half-open', 'cool-down over: one attempt goes through',
                            'breaker', null, v_now);
     update breakers set probe_key = p_key, until = v_now + cool_down_ms * interval '1 millisecond'
      where grp = p_group;
     o_probe := true;
-  elsif b.state = 'half-open' and (b.probe_key = p_key or b.until <= v_now) then
+  elsif b.state = 'half-open'
+        and (b.probe_key = p_key or (b.until <= v_now and v_probe_held is null)) then
     update breakers set probe_key = p_key, until = v_now + cool_down_ms * interval '1 millisecond'
      where grp = p_group;
     o_probe := true;
   else
     o_admitted := false;
-    o_retry_at_ms := epoch_ms(coalesce(b.until, v_now + p_cool_ms * interval '1 millisecond'));
+    o_retry_at_ms := epoch_ms(greatest(coalesce(b.until, v_now + p_cool_ms * interval '1 millisecond'),
+                                       v_probe_held));
     o_retry_after_ms := o_retry_at_ms - epoch_ms(v_now);
   end if;
   select a.o_group, a.o_state, a.o_since_ms, a.o_reason, a.o_by, a.o_identity, a.o_manual,
