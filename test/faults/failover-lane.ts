@@ -274,7 +274,13 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverCou
           case 'replayed':
             if (execution.outcome === 'applied' && kind === 'tx')
               grant(action.resource, execution.lease.fence);
-            if (detachedAt !== undefined && startedAt > detachedAt) ackedAfterDetach += 1;
+            // Committed on the primary alone once the standby stopped receiving.
+            if (
+              execution.outcome === 'applied' &&
+              detachedAt !== undefined &&
+              startedAt > detachedAt
+            )
+              ackedAfterDetach += 1;
             // Its answer may be read a moment after the kill: the call's start tells.
             if (killedAt === undefined || startedAt < killedAt) ackedBeforeKill.add(action.key);
             // A replay can be answered by the read-only standby; an apply needs a primary.
@@ -299,10 +305,9 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverCou
     // standby is detached a little before, so what commits in between is on the primary only.
     const killAfter = Math.max(2, Math.floor(options.keys * (0.25 + 0.35 * rand())));
     const detachAfter = Math.floor(killAfter * 0.5);
-    const jobs = [
-      ...Array.from({ length: options.keys }, (_, i) => i),
-      ...Array.from({ length: options.keys }, (_, i) => i),
-    ];
+    /** The first pass; the second (every key once more) runs on the promoted standby. */
+    const jobs = Array.from({ length: options.keys }, (_, i) => i);
+    const replays = [...jobs];
     let detached: Promise<void> | undefined;
     let detachedAt: number | undefined;
     let ackedAfterDetach = 0;
@@ -346,6 +351,10 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverCou
       px.retarget(pair.standby.port);
     };
 
+    // Whatever the machine's speed, the kill meets traffic and every key is driven again on the
+    // new primary: past the kill point an async run's first pass waits for the detach (so keys
+    // commit on the primary alone), a worker out of first-pass keys before the kill replays keys
+    // already driven, and the second pass starts once the standby is promoted.
     const traffic = Promise.all(
       Array.from({ length: workers }, async () => {
         for (let job = jobs.shift(); job !== undefined; job = jobs.shift()) {
@@ -356,13 +365,18 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverCou
               failoverError = error;
               jobs.length = 0; // no promotion: the traffic ends, the run fails below
             });
+          while (started > killAfter && detached && detachedAt === undefined && !failoverError)
+            await sleep(10);
           await drive(job);
         }
+        while (killedAt === undefined && !failoverError) await drive(Math.floor(rand() * started));
+        await failover;
+        if (failoverError) return;
+        for (let job = replays.shift(); job !== undefined; job = replays.shift()) await drive(job);
       }),
     );
 
     await traffic;
-    await failover;
     if (failoverError) throw failoverError;
 
     // Whatever held a lease is past it: a sweep concludes it, and it counts as stuck.
