@@ -33,6 +33,12 @@ export const BREAKER_TRANSITIONS_METRIC = 'sideeffect_breaker_transitions';
 export const BREAKER_STATE_METRIC = 'sideeffect_breaker_state';
 
 /**
+ * Gauge: the ways the store can lose an acknowledged commit, as the sweep leader last read its
+ * replication (0 when none). Rises when replication degrades while the workers run.
+ */
+export const DURABILITY_RISKS_METRIC = 'sideeffect_durability_risks';
+
+/**
  * Every metric's name, for dashboards and alerts that must not drift from what the worker emits;
  * each one's kind and labels are on the constant it reads (docs/operations.md lists them).
  */
@@ -47,6 +53,7 @@ export const metricNames = {
   uncertainOldestAge: UNCERTAIN_OLDEST_AGE_METRIC,
   breakerTransitions: BREAKER_TRANSITIONS_METRIC,
   breakerState: BREAKER_STATE_METRIC,
+  durabilityRisks: DURABILITY_RISKS_METRIC,
 } as const;
 
 /**

@@ -25,11 +25,7 @@ import {
 } from '../core/errors.js';
 import type { Store } from '../core/store.js';
 import type { CompatibleWith } from '../protocol/patches.js';
-import {
-  checkedDurability,
-  type Durability,
-  type DurabilityReport,
-} from '../store/postgres/durability.js';
+import { checkedDurability, type Durability } from '../store/postgres/durability.js';
 import { newerSchema } from '../store/postgres/newer-schema.js';
 import {
   bundleCompatibilityError,
@@ -37,6 +33,7 @@ import {
   checkedCompatibleWith,
   defineCompatibleWith,
 } from './compatibility.js';
+import { DurabilityWatch, isReplicated } from './durability-watch.js';
 import { signalDecidedReconciles } from './held-reconciles.js';
 import { lifecycleDefaults } from './lifecycle.js';
 import { bundlerIsolationError } from './sdk-check.js';
@@ -312,17 +309,18 @@ export class SideEffectPlugin implements WorkerPlugin {
       throw refused;
     }
     const everyMs = this.#options.sweepEveryMs ?? 60_000;
+    const store = this.#options.store;
+    const watch = isReplicated(store)
+      ? new DurabilityWatch(store, checkedDurability(this.#options.durability))
+      : undefined;
     const sweeper =
       everyMs > 0
-        ? new Sweeper(
-            this.#options.store,
-            setup.activities,
-            everyMs,
+        ? new Sweeper(this.#options.store, setup.activities, everyMs, async () => {
+            await watch?.check();
             // Held reconciles cannot read the store themselves; see signalDecidedReconciles.
-            this.#options.compatibleWith
-              ? () => signalDecidedReconciles(setup.client, this.#options.store, setup.taskQueue)
-              : undefined,
-          )
+            if (this.#options.compatibleWith)
+              await signalDecidedReconciles(setup.client, this.#options.store, setup.taskQueue);
+          })
         : undefined;
     try {
       await running;
@@ -460,11 +458,6 @@ function definedOnly(options: WorkerOptions): WorkerOptions {
   ) as WorkerOptions;
 }
 
-/** What a store on Postgres tells about its replication (`PgStore.checkDurability`). */
-interface ReplicatedStore {
-  checkDurability(durability?: Durability): Promise<DurabilityReport>;
-}
-
 /** The start-up checks of the store: its replication first (a standby's schema reads fine), then its schema. */
 async function checkStore(store: Store, durability: Durability): Promise<Error | undefined> {
   return (await checkReplication(store, durability)) ?? (await checkSchema(store));
@@ -481,11 +474,10 @@ async function checkReplication(
   store: Store,
   durability: Durability,
 ): Promise<StoreIsStandbyError | DurabilityAtRiskError | undefined> {
-  const check = (store as Partial<ReplicatedStore>).checkDurability;
-  if (typeof check !== 'function') return undefined;
+  if (!isReplicated(store)) return undefined;
   const logger = Runtime.instance().logger;
   try {
-    const report = await check.call(store, durability);
+    const report = await store.checkDurability(durability);
     for (const risk of report.risks)
       logger.warn(
         `sideeffect: durability 'accept-loss', starting anyway: ${risk.problem} (fix: ${risk.fix})`,

@@ -6,9 +6,9 @@
  * CLI refuse with STORE_IS_STANDBY naming it, never a quiet "no keys" or "up to date".
  */
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { defineEffect } from '../../src/activities/index.js';
 import { DurabilityAtRiskError, StoreIsStandbyError } from '../../src/core/errors.js';
 import type { Durability } from '../../src/store/postgres/durability.js';
@@ -50,7 +50,7 @@ afterAll(async () => {
   await pair?.stop();
 });
 
-async function workerOn(pool: pg.Pool, durability?: Durability) {
+async function workerOn(pool: pg.Pool, durability?: Durability, sweepEveryMs = 0) {
   return Worker.create({
     connection: native,
     namespace: TEMPORAL_NAMESPACE,
@@ -62,7 +62,7 @@ async function workerOn(pool: pg.Pool, durability?: Durability) {
         effects: { charge },
         ttlMs: 5_000,
         client,
-        sweepEveryMs: 0,
+        sweepEveryMs,
         searchAttributes: false,
         ...(durability ? { durability } : {}),
       }),
@@ -157,16 +157,59 @@ describe('connected to the standby', () => {
   });
 });
 
+/** Sets synchronous_standby_names on the primary and waits until the standby's state follows. */
+async function standbyNames(names: string): Promise<void> {
+  await primary.query(`alter system set synchronous_standby_names = '${names}'`);
+  await primary.query('select pg_reload_conf()');
+  const want = names ? 'sync' : 'async';
+  await until(async () => {
+    const { rows } = await primary.query(
+      `select sync_state from pg_stat_replication where application_name = 'standby'`,
+    );
+    return rows[0]?.sync_state === want;
+  });
+}
+
+async function until(met: () => boolean | Promise<boolean>): Promise<void> {
+  while (!(await met())) await new Promise((resolve) => setTimeout(resolve, 100));
+}
+
 describe('the standby made synchronous', () => {
-  beforeAll(async () => {
-    await primary.query(`alter system set synchronous_standby_names = 'standby'`);
-    await primary.query('select pg_reload_conf()');
-    for (;;) {
-      const { rows } = await primary.query(
-        `select sync_state from pg_stat_replication where application_name = 'standby'`,
-      );
-      if (rows[0]?.sync_state === 'sync') break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
+  beforeAll(() => standbyNames('standby'), 60_000);
+
+  it('a running worker tells at its next sweep when the standby turns asynchronous, once, and when it is synchronous again', async () => {
+    const logger = Runtime.instance().logger;
+    const error = vi.spyOn(logger, 'error');
+    const info = vi.spyOn(logger, 'info');
+    const said = (spy: typeof error, pattern: RegExp) =>
+      spy.mock.calls.filter(([message]) => pattern.test(String(message)));
+    const atRisk =
+      /can now lose an acknowledged commit.*asynchronous replication to standby "standby"/;
+    try {
+      const worker = await workerOn(primary, undefined, 100);
+      await worker.runUntil(async () => {
+        // Its start check passed once it sweeps (it then leads: the store's advisory lock).
+        await until(
+          async () =>
+            (await primary.query(`select from pg_locks where locktype = 'advisory' and granted`))
+              .rowCount !== 0,
+        );
+        // What Patroni's synchronous_mode does without synchronous_mode_strict once its
+        // synchronous standby is gone: the primary goes on, asynchronous.
+        await standbyNames('');
+        await until(() => said(error, atRisk).length > 0);
+        // Several sweeps more while it stays at risk: said once, not at each.
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        await standbyNames('standby');
+        await until(() => said(info, /durability risk gone: asynchronous/).length > 0);
+      });
+      expect(said(error, atRisk)).toHaveLength(1);
+
+      expect(said(error, atRisk)[0]![0]).toMatch(/fix: make the standbys synchronous/);
+    } finally {
+      error.mockRestore();
+      info.mockRestore();
+      await standbyNames('standby');
     }
   }, 60_000);
 

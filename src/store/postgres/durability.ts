@@ -196,13 +196,17 @@ export async function checkDurability(
   return judged(report, durability);
 }
 
+/** The risks that stand under `durability`: `'managed'` leaves only `synchronous_commit = off`. */
+export function risksUnder(report: DurabilityReport, durability: Durability): DurabilityRisk[] {
+  return durability === 'managed'
+    ? report.risks.filter((risk) => risk.kind === 'commit-off')
+    : report.risks;
+}
+
 /** The report as `durability` leaves it, or the error that refuses it. */
 export function judged(report: DurabilityReport, durability: Durability): DurabilityReport {
   if (report.mode === 'standby') throw new StoreIsStandbyError(report.facts.host);
-  const risks =
-    durability === 'managed'
-      ? report.risks.filter((risk) => risk.kind === 'commit-off')
-      : report.risks;
+  const risks = risksUnder(report, durability);
   if (risks.length > 0 && durability !== 'accept-loss')
     throw new DurabilityAtRiskError(report.facts.host, risks);
   return { ...report, risks };
