@@ -1,4 +1,4 @@
-import { FenceStaleError, LeaseLostError } from './errors.js';
+import { FenceStaleError, LeaseLostError, StoreUnavailableError } from './errors.js';
 import type { Store } from './store.js';
 import type { Action, Lease } from './types.js';
 
@@ -6,7 +6,8 @@ import type { Action, Lease } from './types.js';
  * Renews a lease every ttl/3 from the grant until apply ends, and aborts the apply as soon as
  * the lease is provably gone: a long apply without renewal would be taken over
  * mid-flight and run twice. If the store cannot be reached for a whole TTL we
- * also abort, because by then someone else may hold the resource.
+ * also abort, because by then someone else may hold the resource: whether its
+ * renewals fail, or hang unanswered (a partition that resets nothing).
  */
 export class KeepAlive {
   readonly #controller = new AbortController();
@@ -47,10 +48,26 @@ export class KeepAlive {
   }
 
   async #renew(onRenewed?: (lease: Lease) => void): Promise<void> {
-    if (this.#renewing || this.signal.aborted) return;
+    if (this.signal.aborted) return;
+    if (this.#renewing) {
+      // A renew still unanswered after a whole TTL: a partition that neither answers nor resets
+      // the connection. The store may have let the lease run out meanwhile.
+      const unconfirmedFor = performance.now() - this.#lastConfirmed;
+      if (unconfirmedFor >= this.#lease.ttlMs)
+        this.#lose(
+          new StoreUnavailableError(
+            'renew',
+            new Error(`no answer for ${Math.round(unconfirmedFor)} ms, a whole TTL`),
+          ),
+        );
+      return;
+    }
     this.#renewing = true;
     try {
-      this.#lease = await this.store.renew(this.action, this.#lease, this.#lease.ttlMs);
+      const renewed = await this.store.renew(this.action, this.#lease, this.#lease.ttlMs);
+      // Answered after the lease was given up for lost: the apply was told to stop already.
+      if (this.signal.aborted) return;
+      this.#lease = renewed;
       this.#lastConfirmed = performance.now();
       onRenewed?.(this.#lease);
     } catch (error) {

@@ -412,6 +412,28 @@ describe('lease keep-alive during apply', () => {
       expect(execution.error.cause).toBeInstanceOf(LeaseLostError);
   });
 
+  it('aborts the apply when a renew hangs unanswered for a whole TTL (a partition that resets nothing)', async () => {
+    class Partitioned extends MemoryStore {
+      partitioned = false;
+      override renew(...args: Parameters<MemoryStore['renew']>) {
+        return this.partitioned ? new Promise<never>(() => {}) : super.renew(...args);
+      }
+    }
+    const store = new Partitioned();
+    const runner = new Runner(store, { ttlMs: 60 });
+    let reason: unknown;
+    const execution = await runner.execute(action(), async ({ signal }) => {
+      store.partitioned = true;
+      reason = await new Promise((resolve) => {
+        signal.addEventListener('abort', () => resolve(signal.reason), { once: true });
+      });
+      throw reason;
+    });
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect((reason as LeaseLostError).cause).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+    expect(execution.outcome).toBe('uncertain');
+  });
+
   it('the caller signal aborts the apply too', async () => {
     const { runner } = setup();
     const controller = new AbortController();

@@ -1,17 +1,25 @@
 /**
  * A TCP proxy in front of Postgres that the harness can cut: every open connection is destroyed,
  * and for the length of the cut new ones are either refused (closed at once) or black-holed
- * (accepted and never answered, like a partition), then service resumes. It can also terminate
+ * (accepted and never answered, like a partition), then service resumes; or every connection,
+ * open or new, goes silent without being closed (`freeze`). It can also terminate
  * one connection the way a dying backend does at the worst moment: a ReadyForQuery and a FATAL
  * in the same socket chunk.
  */
 import net from 'node:net';
 
-export type CutMode = 'refuse' | 'blackhole';
+/**
+ * `refuse`: open connections dropped, new ones closed at once. `blackhole`: open ones dropped,
+ * new ones accepted and never answered. `freeze`: nothing is closed, nothing more is forwarded on
+ * open connections and new ones are never answered (a partition that resets nothing).
+ */
+export type CutMode = 'refuse' | 'blackhole' | 'freeze';
 
 export class CuttableProxy {
   readonly #server: net.Server;
   readonly #sockets = new Set<net.Socket>();
+  /** Each forwarded connection's two sockets, for a freeze to stop. */
+  readonly #pairs = new Set<[client: net.Socket, upstream: net.Socket]>();
   #cut: CutMode | undefined;
   #port = 0;
   #fatalArmed: number | undefined;
@@ -50,7 +58,14 @@ export class CuttableProxy {
   /** Drops every connection and keeps Postgres unreachable for `ms`. */
   async cut(ms: number, mode: CutMode): Promise<void> {
     this.#cut = mode;
-    this.#dropAll();
+    if (mode === 'freeze') {
+      for (const [client, upstream] of this.#pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+      }
+    } else this.#dropAll();
     await new Promise((resolve) => setTimeout(resolve, ms));
     this.#cut = undefined;
     // Black-holed connections hang until their client gives up; end them with the partition.
@@ -85,7 +100,7 @@ export class CuttableProxy {
     }
     this.#sockets.add(client);
     client.once('close', () => this.#sockets.delete(client));
-    if (this.#cut === 'blackhole') {
+    if (this.#cut === 'blackhole' || this.#cut === 'freeze') {
       client.resume(); // read and discard: the peer sees a connection that never answers
       return;
     }
@@ -96,7 +111,12 @@ export class CuttableProxy {
       this.#sockets.delete(upstream);
       client.destroy();
     });
-    client.once('close', () => upstream.destroy());
+    const pair: [net.Socket, net.Socket] = [client, upstream];
+    this.#pairs.add(pair);
+    client.once('close', () => {
+      this.#pairs.delete(pair);
+      upstream.destroy();
+    });
     client.pipe(upstream);
     const fatalAt = this.#fatalArmed;
     this.#fatalArmed = undefined;

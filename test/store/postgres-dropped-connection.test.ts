@@ -8,7 +8,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StoreUnavailableError } from '../../src/core/index.js';
+import { LeaseLostError, Runner, StoreUnavailableError } from '../../src/core/index.js';
 import { migrate, PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
 import { CuttableProxy } from '../faults/proxy.js';
 import { batchingOption } from '../support/batching.js';
@@ -154,4 +154,39 @@ describe('ReadyForQuery and FATAL in one chunk', () => {
       await db.pool.query(`drop schema if exists "${schema}" cascade`);
     }
   });
+});
+
+describe('a partition that resets nothing', () => {
+  it('a holder whose renewals go unanswered is told its lease is lost while the partition lasts', async () => {
+    const pool = proxiedPool();
+    const partition = { over: false };
+    try {
+      const runner = new Runner(new PgStore({ pool, schema: db.schema }), { ttlMs: 600 });
+      let reason: unknown;
+      let overWhenTold: boolean | undefined;
+      let cut: Promise<void> | undefined;
+      const execution = await runner.execute(
+        { key: unique('partitioned'), resource: unique('partitioned-r') },
+        async ({ signal }) => {
+          cut = proxy.cut(8_000, 'freeze').then(() => {
+            partition.over = true;
+          });
+          reason = await new Promise((resolve) => {
+            signal.addEventListener('abort', () => resolve(signal.reason), { once: true });
+          });
+          overWhenTold = partition.over;
+          throw reason;
+        },
+      );
+      await cut;
+      // Told while the partition lasted: nothing answered, nothing was reset.
+      expect(overWhenTold).toBe(false);
+      expect(reason).toBeInstanceOf(LeaseLostError);
+      expect((reason as LeaseLostError).cause).toMatchObject({ code: 'STORE_UNAVAILABLE' });
+      // Its record of the attempt waited for the store: marked uncertain once it answered.
+      expect(execution.outcome).toBe('uncertain');
+    } finally {
+      await pool.end();
+    }
+  }, 30_000);
 });
