@@ -1,6 +1,10 @@
 import { Runtime } from '@temporalio/worker';
 import type { SweepAndReconcileReport } from '../activities/reconcile-activities.js';
-import { UNCERTAIN_OLDEST_AGE_METRIC, UNCERTAIN_OPEN_METRIC } from '../protocol/metrics.js';
+import {
+  DURABILITY_RISKS_METRIC,
+  UNCERTAIN_OLDEST_AGE_METRIC,
+  UNCERTAIN_OPEN_METRIC,
+} from '../protocol/metrics.js';
 
 /**
  * Publishes the uncertain backlog a sweep saw on the worker Runtime's metric
@@ -11,9 +15,25 @@ export function publishBacklog(report: SweepAndReconcileReport): void {
   setGauges(report.backlog.count, report.backlog.oldestAgeMs / 1000);
 }
 
-/** Zero on both gauges: what a process reports once it is not the sweep leader. */
+/**
+ * Zero on every gauge only the sweep leader sets (the backlog's and the durability risks'): what
+ * a process reports once it is not the leader, so its last reading does not outlive the facts.
+ */
 export function clearBacklog(): void {
   setGauges(0, 0);
+  publishDurabilityRisks(0);
+}
+
+/** The ways the store can lose an acknowledged commit, as the leader's DurabilityWatch read them. */
+export function publishDurabilityRisks(count: number): void {
+  Runtime.instance()
+    .metricMeter.createGauge(
+      DURABILITY_RISKS_METRIC,
+      'int',
+      '',
+      'ways the store can lose an acknowledged commit, as the sweep leader last read it',
+    )
+    .set(count);
 }
 
 function setGauges(open: number, oldestAgeSeconds: number): void {

@@ -1,11 +1,11 @@
 import { Runtime } from '@temporalio/worker';
 import { type DurabilityRisk, StoreIsStandbyError } from '../core/errors.js';
-import { DURABILITY_RISKS_METRIC } from '../protocol/metrics.js';
 import {
   type Durability,
   type DurabilityReport,
   risksUnder,
 } from '../store/postgres/durability.js';
+import { publishDurabilityRisks } from './backlog-gauges.js';
 
 /** What a store on Postgres tells about its replication (`PgStore.checkDurability`). */
 export interface ReplicatedStore {
@@ -23,7 +23,8 @@ export function isReplicated(store: object): store is ReplicatedStore {
  * `synchronous_mode_strict` turns asynchronous when its synchronous standby is gone), and from
  * then on a failover can lose an acknowledged commit and apply an effect twice, with nobody told.
  * A risk that appears is logged once as an error with its fix (a warning under `'accept-loss'`),
- * its going away once as info, and the count is the gauge `sideeffect_durability_risks`.
+ * its going away once as info, and the count is the gauge `sideeffect_durability_risks` (zeroed,
+ * like the backlog's, when the process stops leading).
  *
  * The workers keep running: stopping every effect because a standby died is the operator's
  * call, which Patroni's `synchronous_mode_strict` makes in the database itself.
@@ -68,14 +69,7 @@ export class DurabilityWatch {
     for (const gone of this.#known)
       if (!now.has(gone)) logger.info(`sideeffect: durability risk gone: ${gone}`, { ...where });
     this.#known = now;
-    Runtime.instance()
-      .metricMeter.createGauge(
-        DURABILITY_RISKS_METRIC,
-        'int',
-        '',
-        'ways the store can lose an acknowledged commit, as the sweep leader last read it',
-      )
-      .set(risks.length);
+    publishDurabilityRisks(risks.length);
     return risks;
   }
 }
