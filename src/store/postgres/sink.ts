@@ -253,7 +253,7 @@ export class PgFencedSink implements FencedSink<pg.PoolClient> {
         throw markNotApplied(
           new StoreMisconfiguredError(
             this.#schema,
-            `PgFencedSink: ${cause.message ?? 'fence not issued'}; a sink on another schema than its store's never sees the fences a transactional grant raises, so stale writes could land. Give the sink the store's schema (or, for data in another database than the store's, separateDatabase: true)`,
+            `PgFencedSink: ${cause.message ?? 'fence not issued'}; a sink on another schema than its store's never sees the fences a transactional grant raises, so stale writes could land. Give the sink the store's schema (or, for data in another database than the store's, separateDatabase: true). Right after a failover to an asynchronous standby, this is instead a grant the new primary never received: the refusal stands, nothing is misconfigured`,
             cause,
           ),
         );
