@@ -52,8 +52,8 @@ export class KeepAlive {
     if (this.#renewing) {
       // A renew still unanswered after a whole TTL: a partition that neither answers nor resets
       // the connection. The store may have let the lease run out meanwhile.
-      const unconfirmedFor = performance.now() - this.#lastConfirmed;
-      if (unconfirmedFor >= this.#lease.ttlMs)
+      const unconfirmedFor = this.#unconfirmedFor();
+      if (unconfirmedFor !== undefined)
         this.#lose(
           new StoreUnavailableError(
             'renew',
@@ -71,12 +71,17 @@ export class KeepAlive {
       this.#lastConfirmed = performance.now();
       onRenewed?.(this.#lease);
     } catch (error) {
-      const unconfirmedFor = performance.now() - this.#lastConfirmed;
-      if (error instanceof FenceStaleError || unconfirmedFor >= this.#lease.ttlMs)
+      if (error instanceof FenceStaleError || this.#unconfirmedFor() !== undefined)
         this.#lose(error);
     } finally {
       this.#renewing = false;
     }
+  }
+
+  /** How long the lease has gone unconfirmed, once that is a whole TTL; otherwise undefined. */
+  #unconfirmedFor(): number | undefined {
+    const unconfirmedFor = performance.now() - this.#lastConfirmed;
+    return unconfirmedFor >= this.#lease.ttlMs ? unconfirmedFor : undefined;
   }
 
   #lose(cause: unknown): void {

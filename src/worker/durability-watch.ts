@@ -58,10 +58,11 @@ export class DurabilityWatch {
       return undefined;
     }
     const risks = risksUnder(report, this.#durability);
-    const now = new Set(risks.map((risk) => `${risk.kind}: ${risk.problem}`));
+    const named = (risk: DurabilityRisk) => `${risk.kind}: ${risk.problem}`;
+    const now = new Set(risks.map(named));
     const where = { host: report.facts.host };
     for (const risk of risks) {
-      if (this.#known.has(`${risk.kind}: ${risk.problem}`)) continue;
+      if (this.#known.has(named(risk))) continue;
       const message = `sideeffect: the store can now lose an acknowledged commit, and a failover then applies an effect twice: ${risk.problem} (fix: ${risk.fix})`;
       if (this.#durability === 'accept-loss') logger.warn(message, { ...where, kind: risk.kind });
       else logger.error(message, { ...where, kind: risk.kind });
