@@ -3,6 +3,7 @@ import { newerSchema } from '../../store/postgres/admin.js';
 import {
   migrate as applyMigrations,
   grantsScript,
+  type MigrateOptions,
   migrationScript,
   migrationStatus,
 } from '../../store/postgres/index.js';
@@ -17,10 +18,14 @@ const KIND_PROBLEM = '--print-grants needs --kind runtime, operator or readonly'
 const kindOf = oneOf(KINDS, KIND_PROBLEM);
 /** The options that pick what migrate does; at most one. */
 const MODES = ['print-sql', 'print-grants', 'status', 'dry-run'] as const;
+type Lease = NonNullable<MigrateOptions['transactionalLease']>;
+const LEASES: readonly Lease[] = ['resource-row', 'key-row'];
+const leaseOf = oneOf(LEASES, '--transactional-lease must be key-row or resource-row');
 
 /** What `sideeffect migrate` was asked to do. */
 type Migrate =
-  | { mode: 'apply' | 'status' | 'dry-run' | 'print-sql' }
+  | { mode: 'apply'; lease: Lease | undefined }
+  | { mode: 'status' | 'dry-run' | 'print-sql' }
   | { mode: 'print-grants'; role: string; kind: RoleKind };
 
 /** `sideeffect migrate`: the store's tables, created, upgraded, inspected or printed as SQL. */
@@ -30,6 +35,7 @@ export const migrate = defineCommand({
     'create or upgrade the tables (safe to run from many workers); --status lists applied and pending migrations, --dry-run what would be applied, --print-sql the SQL for your own migration tool',
   usage: [
     'sideeffect migrate [--status | --dry-run | --print-sql | --print-grants ROLE --kind KIND] [-o text|json|jsonl]',
+    'sideeffect migrate --transactional-lease key-row',
   ],
   about: `Creates or upgrades the sideeffect tables in the schema (--schema, SIDEEFFECT_SCHEMA).
 Idempotent; several workers may run it at once.`,
@@ -57,11 +63,21 @@ Idempotent; several workers may run it at once.`,
       description: 'with --print-grants: what the role does (a worker, a person, a dashboard)',
       parse: kindOf,
     },
+    'transactional-lease': {
+      type: 'string',
+      arg: 'key-row',
+      description:
+        'after migrating, switch what transactional effects hold until their COMMIT to the key row and an advisory lock (half the database work; fences no longer consecutive). Safe with workers of any version running; there is no way back. --status shows the current one',
+      parse: leaseOf,
+    },
   },
   parse(args): Migrate {
     const { values } = args;
     const modes = MODES.filter((mode) => values[mode] !== undefined);
     if (modes.length > 1) args.fail(`give one of --${modes.join(', --')}, not several`);
+    const lease = values['transactional-lease'];
+    if (lease !== undefined && modes.length > 0)
+      args.fail(`--transactional-lease changes the schema: not with --${modes[0]}`);
     const role = values['print-grants'];
     if (role !== undefined || values.kind !== undefined) {
       if (role === undefined) return args.fail('--print-grants needs a role name');
@@ -69,7 +85,7 @@ Idempotent; several workers may run it at once.`,
     }
     if (values['print-sql']) return { mode: 'print-sql' };
     if (values.status) return { mode: 'status' };
-    return { mode: values['dry-run'] ? 'dry-run' : 'apply' };
+    return values['dry-run'] ? { mode: 'dry-run' } : { mode: 'apply', lease };
   },
   async run(params, ctx) {
     const { schema } = ctx;
@@ -84,12 +100,19 @@ Idempotent; several workers may run it at once.`,
       return EXIT.ok;
     }
     if (params.mode !== 'apply') return status(ctx, params.mode === 'dry-run');
-    const applied = await applyMigrations(ctx.database().pool, { schema });
+    const { lease } = params;
+    const applied = await applyMigrations(ctx.database().pool, {
+      schema,
+      ...(lease === undefined ? {} : { transactionalLease: lease }),
+    });
     ctx.print(
-      applied.length
-        ? `applied ${applied.join(', ')} to schema ${schema}`
-        : `schema ${schema} is up to date`,
-      { schema, applied },
+      [
+        applied.length
+          ? `applied ${applied.join(', ')} to schema ${schema}`
+          : `schema ${schema} is up to date`,
+        ...(lease === undefined ? [] : [`transactional effects take the ${lease} lease`]),
+      ].join('\n'),
+      { schema, applied, ...(lease === undefined ? {} : { transactionalLease: lease }) },
     );
     return EXIT.ok;
   },
@@ -99,7 +122,7 @@ Idempotent; several workers may run it at once.`,
 async function status(ctx: Context, dryRun: boolean): Promise<number> {
   const { schema } = ctx;
   const found = await migrationStatus(ctx.database().pool, { schema });
-  const { applied, pending, unknown } = found;
+  const { applied, pending, unknown, transactionalLease } = found;
   // What migrate() itself would refuse, in its words.
   const newer = newerSchema(found);
   if (dryRun && newer && 'refused' in newer)
@@ -119,9 +142,10 @@ async function status(ctx: Context, dryRun: boolean): Promise<number> {
       ...applied.map((m) => `  applied  ${m.appliedAt}  ${m.name}`),
       ...pending.map((name) => `  pending  ${name}`),
       ...(newer ? [`  ${'refused' in newer ? newer.refused.message : newer.accepted}`] : []),
+      ...(transactionalLease ? [`transactional lease: ${transactionalLease}`] : []),
       ...(pending.length ? ['run `sideeffect migrate` to apply the pending ones'] : []),
     ].join('\n'),
-    { schema, applied, pending, unknown },
+    { schema, applied, pending, unknown, transactionalLease },
   );
   return EXIT.ok;
 }

@@ -44,6 +44,7 @@ const TABLES = [
   'breakers',
   'breaker_outcomes',
   'breaker_events',
+  'settings',
 ];
 /** Holds a verdict for a worker's check (0010): what the CLI records when no worker answers. */
 const HOLD = 'hold_verdict(text, boolean, bytea, text, text, bigint, text)';
@@ -108,7 +109,7 @@ export function grantsScript(options: { schema?: string; role: string; kind: Rol
       break;
     case 'operator':
       lines.push(
-        `grant select on table ${s}.keys, ${s}.events, ${s}.pending_verdicts, ${s}.breakers, ${s}.breaker_events, ${s}.migrations, ${s}.migration_history to ${r};`,
+        `grant select on table ${s}.keys, ${s}.events, ${s}.pending_verdicts, ${s}.breakers, ${s}.breaker_events, ${s}.settings, ${s}.migrations, ${s}.migration_history to ${r};`,
         `grant execute on function ${OPERATOR_FUNCTIONS.map((fn) => `${s}.${fn}`).join(', ')} to ${r};`,
       );
       break;

@@ -167,7 +167,23 @@ export interface MigrateOptions {
    * @default console.warn
    */
   log?: (line: string) => void;
+  /**
+   * What a transactional effect's grant holds until its COMMIT (migration 0025). `'resource-row'`:
+   * its resource's row, written with the next fence, as every version before 0.5. `'key-row'`:
+   * only the resource's advisory lock, its key row written at the finish, its fence from the
+   * store's sequence; half the database work per effect, and fences no longer consecutive
+   * (docs/guarantees.md). Switched once, safely with workers of any version running (migrate()
+   * first waits for every transaction that wrote the resources table to end); there is no way
+   * back, and asking for one is refused. Left out, the schema keeps what it has.
+   * @default unchanged ('resource-row' on a new schema)
+   */
+  transactionalLease?: TransactionalLease;
 }
+
+/** What a transactional grant holds until its COMMIT; see {@link MigrateOptions.transactionalLease}. */
+export type TransactionalLease = 'resource-row' | 'key-row';
+
+const LEASES: readonly TransactionalLease[] = ['resource-row', 'key-row'];
 
 /** Postgres gave up on a lock: its wait timed out (55P03) or it was a deadlock's victim (40P01). */
 function lockLost(error: unknown): string | undefined {
@@ -235,10 +251,17 @@ export async function migrateFiles(
   if (!Number.isSafeInteger(retries) || retries < 0) {
     throw new InvalidActionError('lockRetries', `must be a non-negative integer, got ${retries}`);
   }
+  const lease = options.transactionalLease;
+  if (lease !== undefined && !LEASES.includes(lease)) {
+    throw new InvalidActionError(
+      'transactionalLease',
+      `must be one of ${LEASES.join(', ')}, got ${String(lease)}`,
+    );
+  }
   const log = options.log ?? ((line: string) => console.warn(line));
   for (let attempt = 0; ; attempt += 1) {
     try {
-      return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log, files, attempt);
+      return await migrateOnce(pool, schemaName, schema, lockTimeoutMs, log, files, attempt, lease);
     } catch (error) {
       // A user, password, database or privilege Postgres refuses: no retry or outage, a mistake.
       const refused = connectionRefusal(pool, error, schemaName);
@@ -276,6 +299,7 @@ async function migrateOnce(
   log: (line: string) => void,
   files: readonly Migration[],
   attempt: number,
+  lease: TransactionalLease | undefined,
 ): Promise<string[]> {
   const session = await checkoutFor(pool, 'migrate');
   const { client } = session;
@@ -377,6 +401,7 @@ async function migrateOnce(
       );
       if (secure[0]!.found) await client.query(SECURE_FUNCTIONS);
     }
+    if (lease !== undefined) await switchLease(client, schemaName, lease, log);
     await client.query('commit');
     session.release();
     if (attempt > 0) {
@@ -388,10 +413,50 @@ async function migrateOnce(
   } catch (error) {
     await client.query('rollback').catch(() => {});
     session.release(true);
-    if (error instanceof MigrationConflictError || error instanceof StoreIsStandbyError)
+    if (
+      error instanceof MigrationConflictError ||
+      error instanceof StoreIsStandbyError ||
+      error instanceof InvalidActionError
+    )
       throw error;
     throw new StoreUnavailableError('migrate', error);
   }
+}
+
+/**
+ * Sets the schema's transactional lease, in migrate()'s transaction. Before the first key-row
+ * grant can run, every transaction that wrote the resources table must have ended: a
+ * transactional grant of the functions before 0025 held its resource's row but not its advisory
+ * lock, and a key-row grant, which only takes that lock, would not see it. The SHARE lock waits
+ * for exactly those (each holds ROW EXCLUSIVE on the table to its end), within migrate()'s lock
+ * wait and retries; grants of 0025's functions take the advisory lock whatever the setting.
+ */
+async function switchLease(
+  client: pg.PoolClient,
+  schemaName: string,
+  lease: TransactionalLease,
+  log: (line: string) => void,
+): Promise<void> {
+  const { rows } = await client.query<{ value: string }>(
+    "select value from settings where name = 'transactional_lease' for update",
+  );
+  const now = rows[0]?.value;
+  if (now === lease) return;
+  if (now === 'key-row') {
+    throw new InvalidActionError(
+      'transactionalLease',
+      `schema ${schemaName} takes the key-row lease already, and cannot go back: a resource-row grant would count on from a fence below the key-row ones`,
+    );
+  }
+  await client.query('lock table resources in share mode');
+  await client.query(
+    `insert into settings (name, value) values ('transactional_lease', $1)
+     on conflict (name) do update set value = excluded.value`,
+    [lease],
+  );
+  log(
+    `sideeffect: schema ${schemaName}: transactional effects take the ${lease} lease from now on`,
+  );
 }
 
 /**
@@ -479,6 +544,8 @@ export interface MigrationStatus {
   unknown: string[];
   /** Every unknown migration declared itself backward-compatible: this version still runs on the schema. */
   unknownCompatible: boolean;
+  /** What its transactional grants hold (see MigrateOptions); absent before migration 0025. */
+  transactionalLease?: TransactionalLease;
 }
 
 /**
@@ -499,13 +566,21 @@ export async function migrationStatus(
     applied_at: Date;
     backward_compatible: boolean;
   }> = [];
+  let lease: TransactionalLease | undefined;
   try {
-    const found = await pool.query<{ migrations: boolean; history: boolean }>(
+    const found = await pool.query<{ migrations: boolean; history: boolean; settings: boolean }>(
       `select pg_catalog.to_regclass($1::text) is not null as migrations,
-              pg_catalog.to_regclass($2::text) is not null as history`,
-      [`${schema}.migrations`, `${schema}.migration_history`],
+              pg_catalog.to_regclass($2::text) is not null as history,
+              pg_catalog.to_regclass($3::text) is not null as settings`,
+      [`${schema}.migrations`, `${schema}.migration_history`, `${schema}.settings`],
     );
-    const { migrations, history } = found.rows[0]!;
+    const { migrations, history, settings } = found.rows[0]!;
+    if (settings) {
+      const { rows: leases } = await pool.query<{ value: TransactionalLease }>(
+        `select value from ${schema}.settings where name = 'transactional_lease'`,
+      );
+      lease = leases[0]?.value;
+    }
     const recorded = `select version, name, applied_at, false as backward_compatible from ${schema}.migrations`;
     if (migrations)
       rows = (
@@ -530,5 +605,6 @@ export async function migrationStatus(
     pending: shipped.filter((file) => !recorded.has(file.version)).map((file) => file.name),
     unknown: unknown.map((row) => row.name),
     unknownCompatible: unknown.every((row) => row.backward_compatible),
+    ...(lease === undefined ? {} : { transactionalLease: lease }),
   };
 }

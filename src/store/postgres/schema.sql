@@ -27,6 +27,7 @@
 --   0022_fences_above_old_timelines.sql
 --   0023_session_check_once.sql
 --   0024_half_open_one_at_a_time.sql
+--   0025_key_row_lease.sql
 
 -- FUNCTION acquire(text, text, bytea, text, bigint, boolean)
 CREATE FUNCTION <schema>.acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, OUT o_outcome text, OUT o_fence bigint, OUT o_expires_at_ms bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
@@ -63,6 +64,7 @@ begin
   if not v_found
      or (k.resource = p_resource and k.digest = p_digest and k.state in ('free', 'held', 'applying'))
   then
+    perform resource_lock(p_resource);
     select * into r from resources where resource = p_resource for update;
     if not found then
       insert into resources (resource) values (p_resource) on conflict do nothing;
@@ -184,6 +186,7 @@ begin
        where r.resource = c.resource and r.resource in (select u.resource from unheld u)
          and r.holder is null
          and not exists (select from keys k where k.key = c.key)
+         and resource_lock_free(r.resource)
       returning c.ord, r.fence, r.expires_at,
                 r.expires_at - p_ttls_ms[c.ord] * interval '1 millisecond' as at
     ), created as (
@@ -228,6 +231,9 @@ begin
       begin
         if v_held then
           perform from resources r where r.resource = p_resources[v_ord] for update nowait;
+          if not resource_lock_free(p_resources[v_ord]) then
+            raise exception using errcode = 'lock_not_available';
+          end if;
         end if;
         select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
                a.o_reason
@@ -260,6 +266,7 @@ begin
            expires_at = store_now() + p_ttl_ms * interval '1 millisecond'
      where resource = p_resource and holder is null
        and not exists (select from keys where key = p_key)
+       and resource_lock_free(p_resource)
     returning fence, expires_at, expires_at - p_ttl_ms * interval '1 millisecond' as at
   ), created as (
     insert into keys (key, resource, digest, state, fence, retry_safety, updated_at,
@@ -773,6 +780,14 @@ begin
 end
 $$;
 
+-- FUNCTION key_row_lease()
+CREATE FUNCTION <schema>.key_row_lease() RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+  select exists (select from settings where name = 'transactional_lease' and value = 'key-row')
+$$;
+
 -- FUNCTION mark_uncertain(text, text, bigint, text)
 CREATE FUNCTION <schema>.mark_uncertain(p_key text, p_resource text, p_fence bigint, p_reason text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
@@ -822,10 +837,30 @@ CREATE FUNCTION <schema>.next_fence(p_current bigint) RETURNS bigint
     AS $$
 declare
   v_timeline bigint;
+  v_next bigint;
 begin
   v_timeline := ('x' || pg_catalog.substr(
                    pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8)
                 )::bit(32)::bigint;
+  if key_row_lease() then
+    -- 2^13 timelines of 2^40 fences each fill the 2^53 a worker can hold exactly.
+    if v_timeline < 8192 and coalesce(p_current, 0) < 9007199254740991 then
+      begin
+        v_next := pg_catalog.nextval('fences');
+      exception when sequence_generator_limit_exceeded then
+        v_next := null;
+      end;
+    end if;
+    if v_next is null then
+      raise exception using
+        errcode = 'SE141',
+        message = pg_catalog.format(
+          'sideeffect: no fence after %s on timeline %s stays at or below 2^53 - 1',
+          coalesce(p_current, 0), v_timeline),
+        hint = 'Past 2^53 - 1 a worker would round the fence. The key-row lease has 2^40 fences per timeline and 8191 timelines; past them, a new store schema.';
+    end if;
+    return greatest(coalesce(p_current, 0) + 1, v_timeline * 1099511627776 + v_next);
+  end if;
   -- 2^21 timelines of 2^32 fences each fill the 2^53 a worker can hold exactly.
   if v_timeline > 2097152 or coalesce(p_current, 0) >= 9007199254740991 then
     raise exception using
@@ -1024,6 +1059,22 @@ begin
 end
 $$;
 
+-- FUNCTION resource_lock(text)
+CREATE FUNCTION <schema>.resource_lock(p_resource text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+  select pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
+$$;
+
+-- FUNCTION resource_lock_free(text)
+CREATE FUNCTION <schema>.resource_lock_free(p_resource text) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+  select pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
+$$;
+
 -- FUNCTION secure_store_functions()
 CREATE FUNCTION <schema>.secure_store_functions() RETURNS void
     LANGUAGE plpgsql
@@ -1122,6 +1173,7 @@ declare
   r resources;
   v_now timestamptz;
 begin
+  perform resource_lock(p_resource);
   select * into k from keys where key = p_key;
   if not found then
     -- The common case, a resource nobody holds: locked and its fence raised in one statement.
@@ -1199,28 +1251,37 @@ begin
   o_xid := pg_catalog.txid_current();
   v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
-  update resources set fence = next_fence(fence)
-   where resource = p_resource and holder is null
-     and not exists (select from keys where key = p_key)
-  returning fence, (select r.fence from resources r where r.resource = p_resource)
-    into o_fence, v_seen;
-  if not found then
+  if key_row_lease() then
     select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
       into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
-      from tx_acquire(p_key, p_resource, p_digest) a;
-  elsif o_fence <> next_fence(v_seen) then
-    select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
-      into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
-      from tx_recheck(p_key, p_resource, p_digest, o_fence) a;
+      from tx_lease(p_key, p_resource, p_digest) a;
   else
-    o_outcome := 'applied';
+    update resources set fence = next_fence(fence)
+     where resource = p_resource and holder is null
+       and not exists (select from keys where key = p_key)
+       and resource_lock_free(p_resource)
+    returning fence, (select r.fence from resources r where r.resource = p_resource)
+      into o_fence, v_seen;
+    if found and o_fence = next_fence(v_seen) then
+      o_outcome := 'applied';
+    elsif found then
+      select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
+        into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
+        from tx_recheck(p_key, p_resource, p_digest, o_fence) a;
+    else
+      select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
+        into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
+        from tx_acquire(p_key, p_resource, p_digest) a;
+    end if;
+    if o_outcome = 'applied' then
+      insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
+      on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
+    end if;
   end if;
   if o_outcome = 'applied' then
-    insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
-    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
-    insert into tx_grants (xid, key, synchronous_commit, session_replication_role)
+    insert into tx_grants (xid, key, synchronous_commit, session_replication_role, fence)
     values (o_xid, p_key, pg_catalog.current_setting('synchronous_commit'),
-            pg_catalog.current_setting('session_replication_role'));
+            pg_catalog.current_setting('session_replication_role'), o_fence);
   end if;
   v_set := pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
 end
@@ -1389,12 +1450,62 @@ begin
   with granted as (
     update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null and not exists (select from keys where key = p_key)
+       and resource_lock_free(p_resource)
     returning fence, (select r.fence from resources r where r.resource = p_resource) as seen
   ), raised as (
     insert into sink_fences as sink (resource, fence) select p_resource, g.fence from granted g
     on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence)
   )
   select g.fence, g.seen from granted g;
+end
+$$;
+
+-- FUNCTION tx_lease(text, text, bytea)
+CREATE FUNCTION <schema>.tx_lease(p_key text, p_resource text, p_digest bytea, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO '<schema>', 'pg_temp'
+    AS $$
+declare
+  r resources;
+  v_now timestamptz;
+begin
+  perform resource_lock(p_resource);
+  select a.o_outcome, a.o_result, a.o_reason into o_outcome, o_result, o_reason
+    from tx_recheck(p_key, p_resource, p_digest, null) a;
+  if o_outcome <> 'applied' then
+    return;
+  end if;
+  if pg_catalog.current_setting('transaction_isolation') = 'read committed' then
+    select * into r from resources where resource = p_resource;
+  else
+    -- The transaction's snapshot was taken before the lock, and misses a plain grant committed
+    -- since: locking the row then fails as a serialization failure, and the attempt runs again.
+    select * into r from resources where resource = p_resource for key share;
+  end if;
+  if r.holder is not null then
+    v_now := store_now();
+    if r.expires_at <= v_now then
+      select * into r from resources where resource = p_resource for update;
+    end if;
+    if r.expires_at > v_now then
+      o_outcome := 'contended';
+      o_retry_after_ms := ceil(extract(epoch from r.expires_at - v_now) * 1000);
+      return;
+    end if;
+    if r.holder is not null then
+      -- A plain holder whose lease ran out: concluded as any takeover concludes it.
+      perform conclude(r.holder, 'takeover', v_now);
+      update resources set holder = null, expires_at = null where resource = p_resource;
+    end if;
+  end if;
+  o_fence := next_fence(r.fence);
+  -- A plain holder's late write through a PgFencedSink, or any holder's where a sink is used,
+  -- must not land after this grant's: the mark goes up as before. A resource only transactional
+  -- effects ever held, and no sink wrote, has no mark to raise.
+  if r.fence > 0 or exists (select from sink_fences s where s.resource = p_resource) then
+    insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
+    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
+  end if;
 end
 $$;
 
@@ -1417,28 +1528,37 @@ begin
   end if;
   v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
-  update resources set fence = next_fence(fence)
-   where resource = p_resource and holder is null
-     and not exists (select from keys where key = p_key)
-  returning fence, (select r.fence from resources r where r.resource = p_resource)
-    into o_fence, v_seen;
-  if not found then
+  if key_row_lease() then
     select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
       into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
-      from tx_acquire(p_key, p_resource, p_digest) a;
-  elsif o_fence <> next_fence(v_seen) then
-    select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
-      into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
-      from tx_recheck(p_key, p_resource, p_digest, o_fence) a;
+      from tx_lease(p_key, p_resource, p_digest) a;
   else
-    o_outcome := 'applied';
+    update resources set fence = next_fence(fence)
+     where resource = p_resource and holder is null
+       and not exists (select from keys where key = p_key)
+       and resource_lock_free(p_resource)
+    returning fence, (select r.fence from resources r where r.resource = p_resource)
+      into o_fence, v_seen;
+    if found and o_fence = next_fence(v_seen) then
+      o_outcome := 'applied';
+    elsif found then
+      select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
+        into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
+        from tx_recheck(p_key, p_resource, p_digest, o_fence) a;
+    else
+      select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
+        into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
+        from tx_acquire(p_key, p_resource, p_digest) a;
+    end if;
+    if o_outcome = 'applied' then
+      insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
+      on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
+    end if;
   end if;
   if o_outcome = 'applied' then
-    insert into sink_fences as sink (resource, fence) values (p_resource, o_fence)
-    on conflict (resource) do update set fence = greatest(sink.fence, excluded.fence);
-    insert into tx_grants (xid, key, synchronous_commit, session_replication_role)
+    insert into tx_grants (xid, key, synchronous_commit, session_replication_role, fence)
     values (o_xid, p_key, pg_catalog.current_setting('synchronous_commit'),
-            pg_catalog.current_setting('session_replication_role'));
+            pg_catalog.current_setting('session_replication_role'), o_fence);
   end if;
   v_set := pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
 end
@@ -1485,9 +1605,13 @@ begin
   if not o_same then
     return;
   end if;
-  perform from resources r
-   where r.resource = p_resource and r.fence = p_fence and r.holder is null
-     and r.xmin::text = (p_xid % 4294967296)::text;
+  -- The grant's own row (0.3.0 on), or, for a 0.2.0 worker's grant, the resource row it wrote.
+  perform from tx_grants g where g.xid = p_xid and g.key = p_key and g.fence = p_fence;
+  if not found then
+    perform from resources r
+     where r.resource = p_resource and r.fence = p_fence and r.holder is null
+       and r.xmin::text = (p_xid % 4294967296)::text;
+  end if;
   if not found then
     raise exception using
       errcode = 'SE132',
@@ -1764,6 +1888,14 @@ ALTER TABLE <schema>.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+-- SEQUENCE fences
+CREATE SEQUENCE <schema>.fences
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    MAXVALUE 1099511627775
+    CACHE 1;
+
 -- TABLE keys
 CREATE TABLE <schema>.keys (
     key text NOT NULL,
@@ -1843,6 +1975,12 @@ CREATE TABLE <schema>.resources (
     CONSTRAINT resources_check CHECK (((holder IS NULL) = (expires_at IS NULL)))
 );
 
+-- TABLE settings
+CREATE TABLE <schema>.settings (
+    name text NOT NULL,
+    value text NOT NULL
+);
+
 -- TABLE sink_fences
 CREATE TABLE <schema>.sink_fences (
     resource text NOT NULL,
@@ -1855,7 +1993,8 @@ CREATE TABLE <schema>.tx_grants (
     key text NOT NULL,
     synchronous_commit text NOT NULL,
     session_replication_role text NOT NULL,
-    checked_at timestamp with time zone
+    checked_at timestamp with time zone,
+    fence bigint
 );
 
 -- CONSTRAINT breaker_events breaker_events_pkey
@@ -1897,6 +2036,10 @@ ALTER TABLE ONLY <schema>.reconcile_starts
 -- CONSTRAINT resources resources_pkey
 ALTER TABLE ONLY <schema>.resources
     ADD CONSTRAINT resources_pkey PRIMARY KEY (resource);
+
+-- CONSTRAINT settings settings_pkey
+ALTER TABLE ONLY <schema>.settings
+    ADD CONSTRAINT settings_pkey PRIMARY KEY (name);
 
 -- CONSTRAINT sink_fences sink_fences_pkey
 ALTER TABLE ONLY <schema>.sink_fences
@@ -1996,6 +2139,9 @@ REVOKE ALL ON FUNCTION <schema>.holder_batch(p_operation text, p_keys text[], p_
 -- ACL FUNCTION judge_verdict(p_id bigint, p_accept boolean, p_why text, OUT o_state text, OUT o_why text)
 REVOKE ALL ON FUNCTION <schema>.judge_verdict(p_id bigint, p_accept boolean, p_why text, OUT o_state text, OUT o_why text) FROM PUBLIC;
 
+-- ACL FUNCTION key_row_lease()
+REVOKE ALL ON FUNCTION <schema>.key_row_lease() FROM PUBLIC;
+
 -- ACL FUNCTION mark_uncertain(p_key text, p_resource text, p_fence bigint, p_reason text)
 REVOKE ALL ON FUNCTION <schema>.mark_uncertain(p_key text, p_resource text, p_fence bigint, p_reason text) FROM PUBLIC;
 
@@ -2029,6 +2175,12 @@ REVOKE ALL ON FUNCTION <schema>.resolve_uncertain(p_key text, p_applied boolean,
 -- ACL FUNCTION resolve_uncertain(p_key text, p_applied boolean, p_result bytea, p_reason text, p_actor text, p_fence bigint, p_identity text, OUT o_outcome text, OUT o_result bytea, OUT o_state text, OUT o_fence bigint)
 REVOKE ALL ON FUNCTION <schema>.resolve_uncertain(p_key text, p_applied boolean, p_result bytea, p_reason text, p_actor text, p_fence bigint, p_identity text, OUT o_outcome text, OUT o_result bytea, OUT o_state text, OUT o_fence bigint) FROM PUBLIC;
 
+-- ACL FUNCTION resource_lock(p_resource text)
+REVOKE ALL ON FUNCTION <schema>.resource_lock(p_resource text) FROM PUBLIC;
+
+-- ACL FUNCTION resource_lock_free(p_resource text)
+REVOKE ALL ON FUNCTION <schema>.resource_lock_free(p_resource text) FROM PUBLIC;
+
 -- ACL FUNCTION secure_store_functions()
 REVOKE ALL ON FUNCTION <schema>.secure_store_functions() FROM PUBLIC;
 
@@ -2061,6 +2213,9 @@ REVOKE ALL ON FUNCTION <schema>.tx_grant_check() FROM PUBLIC;
 
 -- ACL FUNCTION tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint)
 REVOKE ALL ON FUNCTION <schema>.tx_grant_fresh(p_key text, p_resource text, OUT o_fence bigint, OUT o_seen bigint) FROM PUBLIC;
+
+-- ACL FUNCTION tx_lease(p_key text, p_resource text, p_digest bytea, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
+REVOKE ALL ON FUNCTION <schema>.tx_lease(p_key text, p_resource text, p_digest bytea, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;
 
 -- ACL FUNCTION tx_open(p_key text, p_resource text, p_digest bytea, p_ttl text, p_lock_wait text, p_user text, p_search_path text, p_pooled boolean, OUT o_session text, OUT o_pid integer, OUT o_xid bigint, OUT o_temp bigint, OUT o_prepared bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text)
 REVOKE ALL ON FUNCTION <schema>.tx_open(p_key text, p_resource text, p_digest bytea, p_ttl text, p_lock_wait text, p_user text, p_search_path text, p_pooled boolean, OUT o_session text, OUT o_pid integer, OUT o_xid bigint, OUT o_temp bigint, OUT o_prepared bigint, OUT o_outcome text, OUT o_fence bigint, OUT o_retry_after_ms bigint, OUT o_result bytea, OUT o_reason text) FROM PUBLIC;

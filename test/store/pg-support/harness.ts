@@ -13,6 +13,7 @@ import pg from 'pg';
 import type { Limits } from '../../../src/core/index.js';
 import type { RoleKind } from '../../../src/store/postgres/grants.js';
 import { migrate, PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
+import type { TransactionalLease } from '../../../src/store/postgres/migrate.js';
 import { type BatchingMode, batchingOption } from '../../support/batching.js';
 import { leaseMigratedSchema } from '../../support/migrated-schemas.js';
 import type { FreshSchema } from '../../support/postgres.js';
@@ -42,15 +43,20 @@ export async function pgHarness(
     role?: RoleKind;
     /** How the store groups its calls; default SIDEEFFECT_TEST_BATCHING's (test/support/batching.ts). */
     batching?: BatchingMode;
+    /** What transactional grants hold (migrate()'s transactionalLease); default the schema's. */
+    lease?: TransactionalLease;
   } = {},
 ): Promise<PgHarness> {
   const movableClock = options.movableClock ?? true;
   const { db } = await leaseMigratedSchema({
     prefix,
     url: options.url,
-    variant: movableClock ? 'migrated, movable clock' : 'migrated',
+    variant: `${movableClock ? 'migrated, movable clock' : 'migrated'}${options.lease ? `, ${options.lease} lease` : ''}`,
     prepare: async (fresh) => {
-      await migrate(fresh.pool, { schema: fresh.schema });
+      await migrate(fresh.pool, {
+        schema: fresh.schema,
+        ...(options.lease ? { transactionalLease: options.lease, log: () => {} } : {}),
+      });
       if (movableClock) {
         await fresh.pool.query(`
           create table test_clock (at timestamptz not null);
