@@ -10,6 +10,9 @@
  * - transactional: `Runner.executeInTransaction` inserting one row on the store's transaction,
  *   beside (a) the same insert as a hand-written same-database idempotent write (one transaction:
  *   claim the key row, the insert, record the result) and (b) our own `execute` + `writeFenced`.
+ *   Then the same under the key-row lease (migration 0025, a second schema switched to it), beside
+ *   the same two and (c) the same promise by hand: the resource's row locked and its fence raised,
+ *   the key claimed, and a deferred check that refuses a COMMIT reaching the key before its result.
  * - execute with a closed breaker: the same execute with the effect activity's breaker check
  *   (`BreakerGate` as the worker builds it, default closedCacheMs) beside the plain one; target
  *   at most 3 % slower at 8 callers.
@@ -107,6 +110,32 @@ const SCENARIOS: Scenario[] = [
     peer: 'execute + writeFenced',
     targets: { 1: 1.0, 8: 1.0, 32: 1.0 },
   },
+  {
+    // What the switch buys, in one run (no target: the two figures below have theirs).
+    name: 'transactional, key-row / resource-row lease',
+    ours: 'transactional, key-row lease',
+    peer: 'transactional',
+    targets: {},
+  },
+  {
+    name: 'transactional, key-row lease / hand-written',
+    ours: 'transactional, key-row lease',
+    peer: 'hand-written transaction',
+    targets: { 1: 0.7, 8: 0.6, 32: 0.6 },
+    postgresCpuAtMost: 3,
+  },
+  {
+    name: 'transactional, key-row lease / execute + writeFenced',
+    ours: 'transactional, key-row lease',
+    peer: 'execute + writeFenced',
+    targets: { 1: 1.0, 8: 1.0, 32: 1.0 },
+  },
+  {
+    name: 'transactional, key-row lease / the same promise by hand',
+    ours: 'transactional, key-row lease',
+    peer: 'the same promise by hand',
+    targets: { 1: 1.0, 8: 1.0, 32: 1.0 },
+  },
 ];
 
 /** What one measured round gives: ops/s and CPU µs per op of Node and of the Postgres backends. */
@@ -126,6 +155,8 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
   const unbatched = new PgStore({ pool, schema, batching: false });
   const sink = new PgFencedSink({ pool, schema });
   const runner = new Runner(store, { ttlMs: 30_000 });
+  const keyRowSchema = `${schema}_key_row`;
+  const keyRowRunner = new Runner(new PgStore({ pool, schema: keyRowSchema }), { ttlMs: 30_000 });
   const gate = new BreakerGate(store);
   const bank = { ...defaultBreakerPolicy, group: 'bench-bank' };
   const observer = { meter: noopMetricMeter, log: () => {} };
@@ -160,6 +191,22 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
   const handRecord = {
     name: 'bench_idem_record',
     text: `update ${idem} set state = 'done', result = $2 where key = $1`,
+  };
+  const promiseResources = `${q}.bench_promise_resources`;
+  const promiseKeys = `${q}.bench_promise_keys`;
+  const promiseLock = {
+    name: 'bench_promise_lock',
+    text: `insert into ${promiseResources} as r (resource, fence) values ($1, 1)
+      on conflict (resource) do update set fence = r.fence + 1 returning fence`,
+  };
+  const promiseClaim = {
+    name: 'bench_promise_claim',
+    text: `insert into ${promiseKeys} (key, state, fence) values ($1, 'applying', $2)
+      on conflict (key) do nothing returning key`,
+  };
+  const promiseRecord = {
+    name: 'bench_promise_record',
+    text: `update ${promiseKeys} set state = 'done', result = $2 where key = $1`,
   };
   const batched = batchedUpserts(pool, floor);
   let run = 0;
@@ -229,6 +276,33 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
         if (claimed.rowCount !== 1) throw new Error('expected a fresh key');
         await client.query({ ...insertTarget, values: [key] });
         await client.query({ ...handRecord, values: [key, resultBytes] });
+        await client.query('commit');
+      } finally {
+        client.release();
+      }
+    },
+    'transactional, key-row lease': async (caller, n) => {
+      const key = `k-${run}-${caller}-${n}`;
+      applied(
+        await keyRowRunner.executeInTransaction<pg.PoolClient>(
+          { key, resource: `r-${caller}` },
+          async ({ tx }) => {
+            await tx.query({ ...insertTarget, values: [key] });
+            return result;
+          },
+        ),
+      );
+    },
+    'the same promise by hand': async (caller, n) => {
+      const key = `s-${run}-${caller}-${n}`;
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        const { fence } = (await client.query({ ...promiseLock, values: [`r-${caller}`] })).rows[0];
+        const claimed = await client.query({ ...promiseClaim, values: [key, fence] });
+        if (claimed.rowCount !== 1) throw new Error('expected a fresh key');
+        await client.query({ ...insertTarget, values: [key] });
+        await client.query({ ...promiseRecord, values: [key, resultBytes] });
         await client.query('commit');
       } finally {
         client.release();
@@ -338,6 +412,7 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
   const notes: string[] = [];
   try {
     await migrate(pool, { schema });
+    await migrate(pool, { schema: keyRowSchema, transactionalLease: 'key-row', log: () => {} });
     await pool.query(
       `create table ${floor} (key text primary key, state text not null, result bytea)`,
     );
@@ -345,6 +420,21 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
     await pool.query(
       `create table ${idem} (key text primary key, state text not null, result bytea)`,
     );
+    // The same promise by hand: the resource's row locked and fenced, and a key row whose
+    // deferred check refuses a COMMIT that reaches it before its result is recorded.
+    await pool.query(`
+      create table ${promiseResources} (resource text primary key, fence bigint not null);
+      create table ${promiseKeys} (key text primary key, state text not null,
+        fence bigint not null, result bytea);
+      create function ${q}.bench_promise_recorded() returns trigger language plpgsql as $$
+      begin
+        if (select k.state from ${promiseKeys} k where k.key = new.key) <> 'done' then
+          raise exception 'the transaction of key % ended before its result was recorded', new.key;
+        end if;
+        return null;
+      end $$;
+      create constraint trigger bench_promise_recorded after insert on ${promiseKeys}
+        deferrable initially deferred for each row execute function ${q}.bench_promise_recorded();`);
     for (let n = 0; n < REPLAY_KEYS; n++) {
       await runner.execute({ key: `done-${n}`, resource: 'replay' }, async () => result);
       await pool.query({ ...claim, values: [`done-${n}`] });
@@ -354,7 +444,7 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
     // would in production: a plan kept from a nearly empty table may scan where an index serves.
     for (const name of Object.keys(ops)) await measure(ops[name]!, 32, 500);
     await pool.query(
-      `analyze ${q}.keys, ${q}.resources, ${q}.sink_fences, ${q}.events, ${floor}, ${target}, ${idem}`,
+      `analyze ${q}.keys, ${q}.resources, ${q}.sink_fences, ${q}.events, ${floor}, ${target}, ${idem}, ${promiseResources}, ${promiseKeys}, "${keyRowSchema}".keys, "${keyRowSchema}".resources, "${keyRowSchema}".events`,
     );
     const autovacuum = (
       await pool.query<{ on: string }>(`select pg_catalog.current_setting('autovacuum') as on`)
@@ -444,6 +534,7 @@ export async function storeBench(log: (line: string) => void): Promise<BenchRepo
     );
   } finally {
     await pool.query(`drop schema if exists ${q} cascade`).catch(() => {});
+    await pool.query(`drop schema if exists "${keyRowSchema}" cascade`).catch(() => {});
     await pool.end();
   }
   return { figures, notes };

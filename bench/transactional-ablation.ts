@@ -21,6 +21,8 @@
  *   planned per call.
  * - shipped: PgStore's exact open and finish texts (the reset and the fingerprint after it).
  * - the PgStore path, through Runner.executeInTransaction on a one-connection pool.
+ * - the same on a schema switched to the key-row lease (migration 0025): the resource's advisory
+ *   lock instead of its row, the fence from the store's sequence.
  * - tx_grant_fresh() as migration 0020 made it (plpgsql) beside its earlier language sql body.
  *
  * Then the session check against the connection's prepared statements: the fingerprints and the
@@ -51,6 +53,8 @@ const KEY_ROW_GUARD = 'commit guard on the key row (proto)';
 const PROVISIONAL = 'transactional grant in flight';
 /** The PgStore path itself. */
 const RUNNER = 'PgStore (Runner)';
+/** The PgStore path on a schema that takes the key-row lease. */
+const RUNNER_KEY_ROW = 'PgStore (Runner), key-row lease';
 
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const ROUNDS = Number(process.env.ABLATION_ROUNDS ?? 7);
@@ -75,9 +79,19 @@ let poolPid = 0;
 pool.on('connect', (c) => {
   poolPid = (c as unknown as { processID: number }).processID;
 });
+const keyRowPool = new pg.Pool({ connectionString: DATABASE_URL, max: 1, idleTimeoutMillis: 0 });
+const keyRowSchema = `${schema}_key_row`;
+const keyRowRunner = new Runner(new PgStore({ pool: keyRowPool, schema: keyRowSchema }), {
+  ttlMs: 30_000,
+});
+let keyRowPid = 0;
+keyRowPool.on('connect', (c) => {
+  keyRowPid = (c as unknown as { processID: number }).processID;
+});
 const CALLER = `current_user::text, pg_catalog.current_setting('search_path')`;
 
 await migrate(pool, { schema });
+await migrate(keyRowPool, { schema: keyRowSchema, transactionalLease: 'key-row', log: () => {} });
 await client.query(`create table ${q}.target (key text primary key, amount int not null)`);
 await client.query(
   `create table ${q}.idem (key text primary key, state text not null, result bytea)`,
@@ -338,12 +352,12 @@ interface Sample {
   postgres: number;
   node: number;
 }
-const viaRunner = async (): Promise<Sample> => {
-  const started = micros(poolPid);
+const viaRunner = async (via: Runner, backend: () => number): Promise<Sample> => {
+  const started = micros(backend());
   const node = process.cpuUsage();
   for (let n = 0; n < PER_ROUND; n++) {
     const key = `p-${run}-${n}`;
-    await runner.executeInTransaction<pg.PoolClient>({ key, resource: 'r' }, async ({ tx }) => {
+    await via.executeInTransaction<pg.PoolClient>({ key, resource: 'r' }, async ({ tx }) => {
       await tx.query({
         name: 'target',
         text: `insert into ${q}.target (key, amount) values ($1, 1)`,
@@ -353,7 +367,7 @@ const viaRunner = async (): Promise<Sample> => {
     });
   }
   const { user, system } = process.cpuUsage(node);
-  return { postgres: (micros(poolPid) - started) / PER_ROUND, node: (user + system) / PER_ROUND };
+  return { postgres: (micros(backend()) - started) / PER_ROUND, node: (user + system) / PER_ROUND };
 };
 const direct = async (name: string): Promise<Sample> => {
   const variant = variants[name]!;
@@ -383,7 +397,12 @@ const measure = async (names: string[]) => {
     const order = round % 2 === 1 ? [...names].reverse() : names;
     for (const name of order) {
       run += 1;
-      const sample = name === RUNNER ? await viaRunner() : await direct(name);
+      const sample =
+        name === RUNNER
+          ? await viaRunner(runner, () => poolPid)
+          : name === RUNNER_KEY_ROW
+            ? await viaRunner(keyRowRunner, () => keyRowPid)
+            : await direct(name);
       if (round < 0) continue;
       const s = samples.get(name) ?? { postgres: [], node: [] };
       s.postgres.push(sample.postgres);
@@ -397,7 +416,8 @@ const measure = async (names: string[]) => {
 };
 
 await runner.execute({ key: 'warm', resource: 'w' }, async () => result);
-const all = await measure([...Object.keys(variants), RUNNER]);
+await keyRowRunner.execute({ key: 'warm', resource: 'w' }, async () => result);
+const all = await measure([...Object.keys(variants), RUNNER, RUNNER_KEY_ROW]);
 console.log(
   `transactional ablation: ${ROUNDS} rounds of ${PER_ROUND} per variant, one caller; load ${loadavg()
     .map((l) => l.toFixed(2))
@@ -429,12 +449,15 @@ const CHECKED = [
   'fingerprint once instead (0023)',
   'shipped',
   RUNNER,
+  RUNNER_KEY_ROW,
 ];
 const without = await measure(CHECKED);
 await prepare(client);
-const pooled = await pool.connect();
-await prepare(pooled);
-pooled.release();
+for (const each of [pool, keyRowPool]) {
+  const pooled = await each.connect();
+  await prepare(pooled);
+  pooled.release();
+}
 const withPrepared = await measure(CHECKED);
 console.log(
   `\nthe session check at 0 and ${PREPARED} named prepared statements on the connection (Postgres µs/op)`,
@@ -450,5 +473,7 @@ for (const name of CHECKED) {
   );
 }
 await client.query(`drop schema ${q} cascade`);
+await client.query(`drop schema "${keyRowSchema}" cascade`);
 await client.end();
 await pool.end();
+await keyRowPool.end();

@@ -58,6 +58,36 @@ describe('sideeffect migrate and purge against Postgres', () => {
     }
   });
 
+  it('migrate --transactional-lease key-row switches once, --status shows it, and there is no way back', async () => {
+    const empty = await freshSchema('cli_lease');
+    try {
+      const env = { ...asOwner, SIDEEFFECT_SCHEMA: empty.schema };
+      expect((await cli(['migrate'], env)).code).toBe(0);
+      expect((await cli(['migrate', '--status'], env)).stdout).toMatch(
+        /transactional lease: resource-row/,
+      );
+      const switched = await cli(['migrate', '--transactional-lease', 'key-row'], env);
+      expect(switched).toMatchObject({ code: 0 });
+      expect(switched.stdout).toMatch(/transactional effects take the key-row lease/);
+      const status = JSON.parse((await cli(['migrate', '--status', '-o', 'json'], env)).stdout);
+      expect(status.transactionalLease).toBe('key-row');
+      const back = await cli(
+        ['migrate', '--transactional-lease', 'resource-row', '-o', 'json'],
+        env,
+      );
+      expect(back.code).not.toBe(0);
+      expect(back.stdout + back.stderr).toMatch(/INVALID_ACTION[\s\S]*cannot go back/);
+      const unknown = await cli(['migrate', '--transactional-lease', 'key'], env);
+      expect(unknown.code).not.toBe(0);
+      expect(unknown.stderr).toMatch(/--transactional-lease must be key-row or resource-row/);
+      const mixed = await cli(['migrate', '--status', '--transactional-lease', 'key-row'], env);
+      expect(mixed.code).not.toBe(0);
+      expect(mixed.stderr).toMatch(/--transactional-lease changes the schema: not with --status/);
+    } finally {
+      await empty.drop();
+    }
+  });
+
   it('a schema a newer sideeffect migrated: --status and --dry-run say what migrate() says', async () => {
     const newer = await freshSchema('cli_newer');
     try {

@@ -51,6 +51,7 @@ describe('bench/transactional-ablation.ts', () => {
       '+ simple query (no reset)',
       'shipped',
       'PgStore (Runner)',
+      'PgStore (Runner), key-row lease',
     ]) {
       const row = figures(variant);
       expect(row, variant).toHaveLength(4);

@@ -44,7 +44,6 @@ const TABLES = [
   'breakers',
   'breaker_outcomes',
   'breaker_events',
-  'settings',
 ];
 /** Holds a verdict for a worker's check (0010): what the CLI records when no worker answers. */
 const HOLD = 'hold_verdict(text, boolean, bytea, text, text, bigint, text)';

@@ -12,6 +12,12 @@ import { embeddedMigrations } from './migrations.generated.js';
 import { newerSchema } from './newer-schema.js';
 import { checkoutFor } from './session.js';
 import { commentName, defaultSchema, dollarTag, quoteLiteral, quoteSchema } from './sql.js';
+import {
+  checkedLease,
+  leaseOf,
+  switchLease,
+  type TransactionalLease,
+} from './transactional-lease.js';
 
 /** Arbitrary, fixed first half of the advisory lock key; the second half is the schema's hash. */
 const LOCK_CLASS = 0x5e1d;
@@ -177,13 +183,8 @@ export interface MigrateOptions {
    * back, and asking for one is refused. Left out, the schema keeps what it has.
    * @default unchanged ('resource-row' on a new schema)
    */
-  transactionalLease?: TransactionalLease;
+  transactionalLease?: 'resource-row' | 'key-row';
 }
-
-/** What a transactional grant holds until its COMMIT; see {@link MigrateOptions.transactionalLease}. */
-export type TransactionalLease = 'resource-row' | 'key-row';
-
-const LEASES: readonly TransactionalLease[] = ['resource-row', 'key-row'];
 
 /** Postgres gave up on a lock: its wait timed out (55P03) or it was a deadlock's victim (40P01). */
 function lockLost(error: unknown): string | undefined {
@@ -251,13 +252,7 @@ export async function migrateFiles(
   if (!Number.isSafeInteger(retries) || retries < 0) {
     throw new InvalidActionError('lockRetries', `must be a non-negative integer, got ${retries}`);
   }
-  const lease = options.transactionalLease;
-  if (lease !== undefined && !LEASES.includes(lease)) {
-    throw new InvalidActionError(
-      'transactionalLease',
-      `must be one of ${LEASES.join(', ')}, got ${String(lease)}`,
-    );
-  }
+  const lease = checkedLease(options.transactionalLease);
   const log = options.log ?? ((line: string) => console.warn(line));
   for (let attempt = 0; ; attempt += 1) {
     try {
@@ -424,42 +419,6 @@ async function migrateOnce(
 }
 
 /**
- * Sets the schema's transactional lease, in migrate()'s transaction. Before the first key-row
- * grant can run, every transaction that wrote the resources table must have ended: a
- * transactional grant of the functions before 0025 held its resource's row but not its advisory
- * lock, and a key-row grant, which only takes that lock, would not see it. The SHARE lock waits
- * for exactly those (each holds ROW EXCLUSIVE on the table to its end), within migrate()'s lock
- * wait and retries; grants of 0025's functions take the advisory lock whatever the setting.
- */
-async function switchLease(
-  client: pg.PoolClient,
-  schemaName: string,
-  lease: TransactionalLease,
-  log: (line: string) => void,
-): Promise<void> {
-  const { rows } = await client.query<{ value: string }>(
-    "select value from settings where name = 'transactional_lease' for update",
-  );
-  const now = rows[0]?.value;
-  if (now === lease) return;
-  if (now === 'key-row') {
-    throw new InvalidActionError(
-      'transactionalLease',
-      `schema ${schemaName} takes the key-row lease already, and cannot go back: a resource-row grant would count on from a fence below the key-row ones`,
-    );
-  }
-  await client.query('lock table resources in share mode');
-  await client.query(
-    `insert into settings (name, value) values ('transactional_lease', $1)
-     on conflict (name) do update set value = excluded.value`,
-    [lease],
-  );
-  log(
-    `sideeffect: schema ${schemaName}: transactional effects take the ${lease} lease from now on`,
-  );
-}
-
-/**
  * Takes every table lock the pending migrations need against running workers, in one order, before
  * any of them runs: a migration that took them as its statements reached them held one while it
  * waited for another that a worker's transaction held while queued behind the first.
@@ -568,19 +527,13 @@ export async function migrationStatus(
   }> = [];
   let lease: TransactionalLease | undefined;
   try {
-    const found = await pool.query<{ migrations: boolean; history: boolean; settings: boolean }>(
+    const found = await pool.query<{ migrations: boolean; history: boolean }>(
       `select pg_catalog.to_regclass($1::text) is not null as migrations,
-              pg_catalog.to_regclass($2::text) is not null as history,
-              pg_catalog.to_regclass($3::text) is not null as settings`,
-      [`${schema}.migrations`, `${schema}.migration_history`, `${schema}.settings`],
+              pg_catalog.to_regclass($2::text) is not null as history`,
+      [`${schema}.migrations`, `${schema}.migration_history`],
     );
-    const { migrations, history, settings } = found.rows[0]!;
-    if (settings) {
-      const { rows: leases } = await pool.query<{ value: TransactionalLease }>(
-        `select value from ${schema}.settings where name = 'transactional_lease'`,
-      );
-      lease = leases[0]?.value;
-    }
+    const { migrations, history } = found.rows[0]!;
+    lease = await leaseOf(pool, schema);
     const recorded = `select version, name, applied_at, false as backward_compatible from ${schema}.migrations`;
     if (migrations)
       rows = (

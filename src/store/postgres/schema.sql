@@ -64,7 +64,7 @@ begin
   if not v_found
      or (k.resource = p_resource and k.digest = p_digest and k.state in ('free', 'held', 'applying'))
   then
-    perform resource_lock(p_resource);
+    perform pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource));
     select * into r from resources where resource = p_resource for update;
     if not found then
       insert into resources (resource) values (p_resource) on conflict do nothing;
@@ -186,7 +186,7 @@ begin
        where r.resource = c.resource and r.resource in (select u.resource from unheld u)
          and r.holder is null
          and not exists (select from keys k where k.key = c.key)
-         and resource_lock_free(r.resource)
+         and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(r.resource))
       returning c.ord, r.fence, r.expires_at,
                 r.expires_at - p_ttls_ms[c.ord] * interval '1 millisecond' as at
     ), created as (
@@ -231,7 +231,7 @@ begin
       begin
         if v_held then
           perform from resources r where r.resource = p_resources[v_ord] for update nowait;
-          if not resource_lock_free(p_resources[v_ord]) then
+          if not pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resources[v_ord])) then
             raise exception using errcode = 'lock_not_available';
           end if;
         end if;
@@ -266,7 +266,7 @@ begin
            expires_at = store_now() + p_ttl_ms * interval '1 millisecond'
      where resource = p_resource and holder is null
        and not exists (select from keys where key = p_key)
-       and resource_lock_free(p_resource)
+       and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
     returning fence, expires_at, expires_at - p_ttl_ms * interval '1 millisecond' as at
   ), created as (
     insert into keys (key, resource, digest, state, fence, retry_safety, updated_at,
@@ -780,14 +780,6 @@ begin
 end
 $$;
 
--- FUNCTION key_row_lease()
-CREATE FUNCTION <schema>.key_row_lease() RETURNS boolean
-    LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO '<schema>', 'pg_temp'
-    AS $$
-  select exists (select from settings where name = 'transactional_lease' and value = 'key-row')
-$$;
-
 -- FUNCTION mark_uncertain(text, text, bigint, text)
 CREATE FUNCTION <schema>.mark_uncertain(p_key text, p_resource text, p_fence bigint, p_reason text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
@@ -842,7 +834,7 @@ begin
   v_timeline := ('x' || pg_catalog.substr(
                    pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8)
                 )::bit(32)::bigint;
-  if key_row_lease() then
+  if exists (select from settings where name = 'transactional_lease' and value = 'key-row') then
     -- 2^13 timelines of 2^40 fences each fill the 2^53 a worker can hold exactly.
     if v_timeline < 8192 and coalesce(p_current, 0) < 9007199254740991 then
       begin
@@ -1059,22 +1051,6 @@ begin
 end
 $$;
 
--- FUNCTION resource_lock(text)
-CREATE FUNCTION <schema>.resource_lock(p_resource text) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO '<schema>', 'pg_temp'
-    AS $$
-  select pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
-$$;
-
--- FUNCTION resource_lock_free(text)
-CREATE FUNCTION <schema>.resource_lock_free(p_resource text) RETURNS boolean
-    LANGUAGE sql SECURITY DEFINER
-    SET search_path TO '<schema>', 'pg_temp'
-    AS $$
-  select pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
-$$;
-
 -- FUNCTION secure_store_functions()
 CREATE FUNCTION <schema>.secure_store_functions() RETURNS void
     LANGUAGE plpgsql
@@ -1173,7 +1149,7 @@ declare
   r resources;
   v_now timestamptz;
 begin
-  perform resource_lock(p_resource);
+  perform pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource));
   select * into k from keys where key = p_key;
   if not found then
     -- The common case, a resource nobody holds: locked and its fence raised in one statement.
@@ -1251,7 +1227,7 @@ begin
   o_xid := pg_catalog.txid_current();
   v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
-  if key_row_lease() then
+  if exists (select from settings where name = 'transactional_lease' and value = 'key-row') then
     select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
       into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
       from tx_lease(p_key, p_resource, p_digest) a;
@@ -1259,7 +1235,7 @@ begin
     update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null
        and not exists (select from keys where key = p_key)
-       and resource_lock_free(p_resource)
+       and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
     returning fence, (select r.fence from resources r where r.resource = p_resource)
       into o_fence, v_seen;
     if found and o_fence = next_fence(v_seen) then
@@ -1450,7 +1426,7 @@ begin
   with granted as (
     update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null and not exists (select from keys where key = p_key)
-       and resource_lock_free(p_resource)
+       and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
     returning fence, (select r.fence from resources r where r.resource = p_resource) as seen
   ), raised as (
     insert into sink_fences as sink (resource, fence) select p_resource, g.fence from granted g
@@ -1469,10 +1445,13 @@ declare
   r resources;
   v_now timestamptz;
 begin
-  perform resource_lock(p_resource);
-  select a.o_outcome, a.o_result, a.o_reason into o_outcome, o_result, o_reason
-    from tx_recheck(p_key, p_resource, p_digest, null) a;
-  if o_outcome <> 'applied' then
+  perform pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource));
+  -- A key committed before the lock was taken (by a caller that held it) is judged as a waiter
+  -- judges it.
+  perform from keys where key = p_key;
+  if found then
+    select a.o_outcome, a.o_result, a.o_reason into o_outcome, o_result, o_reason
+      from tx_recheck(p_key, p_resource, p_digest, null) a;
     return;
   end if;
   if pg_catalog.current_setting('transaction_isolation') = 'read committed' then
@@ -1499,6 +1478,7 @@ begin
     end if;
   end if;
   o_fence := next_fence(r.fence);
+  o_outcome := 'applied';
   -- A plain holder's late write through a PgFencedSink, or any holder's where a sink is used,
   -- must not land after this grant's: the mark goes up as before. A resource only transactional
   -- effects ever held, and no sink wrote, has no mark to raise.
@@ -1528,7 +1508,7 @@ begin
   end if;
   v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
-  if key_row_lease() then
+  if exists (select from settings where name = 'transactional_lease' and value = 'key-row') then
     select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
       into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
       from tx_lease(p_key, p_resource, p_digest) a;
@@ -1536,7 +1516,7 @@ begin
     update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null
        and not exists (select from keys where key = p_key)
-       and resource_lock_free(p_resource)
+       and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
     returning fence, (select r.fence from resources r where r.resource = p_resource)
       into o_fence, v_seen;
     if found and o_fence = next_fence(v_seen) then
@@ -2139,9 +2119,6 @@ REVOKE ALL ON FUNCTION <schema>.holder_batch(p_operation text, p_keys text[], p_
 -- ACL FUNCTION judge_verdict(p_id bigint, p_accept boolean, p_why text, OUT o_state text, OUT o_why text)
 REVOKE ALL ON FUNCTION <schema>.judge_verdict(p_id bigint, p_accept boolean, p_why text, OUT o_state text, OUT o_why text) FROM PUBLIC;
 
--- ACL FUNCTION key_row_lease()
-REVOKE ALL ON FUNCTION <schema>.key_row_lease() FROM PUBLIC;
-
 -- ACL FUNCTION mark_uncertain(p_key text, p_resource text, p_fence bigint, p_reason text)
 REVOKE ALL ON FUNCTION <schema>.mark_uncertain(p_key text, p_resource text, p_fence bigint, p_reason text) FROM PUBLIC;
 
@@ -2174,12 +2151,6 @@ REVOKE ALL ON FUNCTION <schema>.resolve_uncertain(p_key text, p_applied boolean,
 
 -- ACL FUNCTION resolve_uncertain(p_key text, p_applied boolean, p_result bytea, p_reason text, p_actor text, p_fence bigint, p_identity text, OUT o_outcome text, OUT o_result bytea, OUT o_state text, OUT o_fence bigint)
 REVOKE ALL ON FUNCTION <schema>.resolve_uncertain(p_key text, p_applied boolean, p_result bytea, p_reason text, p_actor text, p_fence bigint, p_identity text, OUT o_outcome text, OUT o_result bytea, OUT o_state text, OUT o_fence bigint) FROM PUBLIC;
-
--- ACL FUNCTION resource_lock(p_resource text)
-REVOKE ALL ON FUNCTION <schema>.resource_lock(p_resource text) FROM PUBLIC;
-
--- ACL FUNCTION resource_lock_free(p_resource text)
-REVOKE ALL ON FUNCTION <schema>.resource_lock_free(p_resource text) FROM PUBLIC;
 
 -- ACL FUNCTION secure_store_functions()
 REVOKE ALL ON FUNCTION <schema>.secure_store_functions() FROM PUBLIC;

@@ -13,7 +13,7 @@ import pg from 'pg';
 import type { Limits } from '../../../src/core/index.js';
 import type { RoleKind } from '../../../src/store/postgres/grants.js';
 import { migrate, PgFencedSink, PgStore } from '../../../src/store/postgres/index.js';
-import type { TransactionalLease } from '../../../src/store/postgres/migrate.js';
+import type { TransactionalLease } from '../../../src/store/postgres/transactional-lease.js';
 import { type BatchingMode, batchingOption } from '../../support/batching.js';
 import { leaseMigratedSchema } from '../../support/migrated-schemas.js';
 import type { FreshSchema } from '../../support/postgres.js';
@@ -48,14 +48,18 @@ export async function pgHarness(
   } = {},
 ): Promise<PgHarness> {
   const movableClock = options.movableClock ?? true;
+  // SIDEEFFECT_TEST_LEASE=key-row runs every harness of a suite under the key-row lease: how the
+  // suites written for consecutive fences are read for everything else (docs/guarantees.md).
+  const lease =
+    options.lease ?? (process.env.SIDEEFFECT_TEST_LEASE as TransactionalLease | undefined);
   const { db } = await leaseMigratedSchema({
     prefix,
     url: options.url,
-    variant: `${movableClock ? 'migrated, movable clock' : 'migrated'}${options.lease ? `, ${options.lease} lease` : ''}`,
+    variant: `${movableClock ? 'migrated, movable clock' : 'migrated'}${lease ? `, ${lease} lease` : ''}`,
     prepare: async (fresh) => {
       await migrate(fresh.pool, {
         schema: fresh.schema,
-        ...(options.lease ? { transactionalLease: options.lease, log: () => {} } : {}),
+        ...(lease ? { transactionalLease: lease, log: () => {} } : {}),
       });
       if (movableClock) {
         await fresh.pool.query(`

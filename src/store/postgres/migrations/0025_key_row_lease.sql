@@ -4,7 +4,7 @@
 -- raised the resource's sink mark: two writes of shared rows per effect, each with its WAL, for a
 -- lease the resource row has to carry only because plain grants read it there. Now every grant,
 -- plain or transactional, of every version, first takes its resource's transaction-scoped
--- advisory lock (resource_lock()). A transactional grant under the key-row lease takes only that
+-- advisory lock. A transactional grant under the key-row lease takes only that
 -- lock and reads the resource row (a live plain lease answers contended, an expired one is taken
 -- over as before): its transaction holds the lock until it ends, and its key row, written at the
 -- finish, is the only row it adds. Its fence comes from one sequence per store, laid out above
@@ -36,32 +36,12 @@ create sequence fences minvalue 1 maxvalue 1099511627775 no cycle;
 -- grant against it, having no resource row written in the transaction to check.
 alter table tx_grants add column fence bigint;
 
--- The lock every grant of a resource takes first, held to the end of its transaction: the
--- two-int4 form with a fixed class (0x53454646, "SEFF"), out of the bigint space an application
--- uses for its own advisory locks. Two resources whose names hash alike share a lock: one waits
--- for the other as for a live lease, never longer than its lock wait.
-create function resource_lock(p_resource text) returns void
-  language sql
-  set search_path from current
-as $$
-  select pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
-$$;
-
--- resource_lock() without waiting: whether it was taken.
-create function resource_lock_free(p_resource text) returns boolean
-  language sql
-  set search_path from current
-as $$
-  select pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
-$$;
-
--- Whether transactional grants take the key-row lease.
-create function key_row_lease() returns boolean
-  language sql stable
-  set search_path from current
-as $$
-  select exists (select from settings where name = 'transactional_lease' and value = 'key-row')
-$$;
+-- Every grant takes its resource's lock first, held to the end of its transaction:
+-- pg_advisory_xact_lock(1397048902, hashtext(resource)), the two-int4 form with a fixed class
+-- (0x53454646, "SEFF"), out of the bigint space an application uses for its own advisory locks.
+-- Two resources whose names hash alike share a lock: one waits for the other as for a live lease,
+-- never longer than its lock wait. Written out in each function rather than called: a function
+-- of the schema runs with its owner's rights and search_path, which costs each call.
 
 -- 0022's next fence, or under the key-row lease the store's next: above p_current either way.
 create or replace function next_fence(p_current bigint) returns bigint
@@ -75,7 +55,7 @@ begin
   v_timeline := ('x' || pg_catalog.substr(
                    pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8)
                 )::bit(32)::bigint;
-  if key_row_lease() then
+  if exists (select from settings where name = 'transactional_lease' and value = 'key-row') then
     -- 2^13 timelines of 2^40 fences each fill the 2^53 a worker can hold exactly.
     if v_timeline < 8192 and coalesce(p_current, 0) < 9007199254740991 then
       begin
@@ -127,10 +107,13 @@ declare
   r resources;
   v_now timestamptz;
 begin
-  perform resource_lock(p_resource);
-  select a.o_outcome, a.o_result, a.o_reason into o_outcome, o_result, o_reason
-    from tx_recheck(p_key, p_resource, p_digest, null) a;
-  if o_outcome <> 'applied' then
+  perform pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource));
+  -- A key committed before the lock was taken (by a caller that held it) is judged as a waiter
+  -- judges it.
+  perform from keys where key = p_key;
+  if found then
+    select a.o_outcome, a.o_result, a.o_reason into o_outcome, o_result, o_reason
+      from tx_recheck(p_key, p_resource, p_digest, null) a;
     return;
   end if;
   if pg_catalog.current_setting('transaction_isolation') = 'read committed' then
@@ -157,6 +140,7 @@ begin
     end if;
   end if;
   o_fence := next_fence(r.fence);
+  o_outcome := 'applied';
   -- A plain holder's late write through a PgFencedSink, or any holder's where a sink is used,
   -- must not land after this grant's: the mark goes up as before. A resource only transactional
   -- effects ever held, and no sink wrote, has no mark to raise.
@@ -167,9 +151,9 @@ begin
 end
 $$;
 
--- The grants, as 0022 and 0023 left them, each taking its resource's lock first: where it waits
--- for the resource (resource_lock()), or in the statement that grants without waiting
--- (resource_lock_free(), a grant that does not get it going on to the path that waits).
+-- The grants, as 0022 and 0023 left them, each taking its resource's lock first: waiting for it
+-- where it waits for the resource, or trying it in the statement that grants without waiting (a
+-- grant that does not get it goes on to the path that waits).
 -- tx_open() and tx_begin() take the key-row lease once it is set, and record their fence.
 
 create or replace function acquire(p_key text, p_resource text, p_digest bytea, p_retry_safety text, p_ttl_ms bigint, p_applying boolean, out o_outcome text, out o_fence bigint, out o_expires_at_ms bigint, out o_retry_after_ms bigint, out o_result bytea, out o_reason text) returns record
@@ -206,7 +190,7 @@ begin
   if not v_found
      or (k.resource = p_resource and k.digest = p_digest and k.state in ('free', 'held', 'applying'))
   then
-    perform resource_lock(p_resource);
+    perform pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource));
     select * into r from resources where resource = p_resource for update;
     if not found then
       insert into resources (resource) values (p_resource) on conflict do nothing;
@@ -304,7 +288,7 @@ begin
            expires_at = store_now() + p_ttl_ms * interval '1 millisecond'
      where resource = p_resource and holder is null
        and not exists (select from keys where key = p_key)
-       and resource_lock_free(p_resource)
+       and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
     returning fence, expires_at, expires_at - p_ttl_ms * interval '1 millisecond' as at
   ), created as (
     insert into keys (key, resource, digest, state, fence, retry_safety, updated_at,
@@ -357,7 +341,7 @@ begin
        where r.resource = c.resource and r.resource in (select u.resource from unheld u)
          and r.holder is null
          and not exists (select from keys k where k.key = c.key)
-         and resource_lock_free(r.resource)
+         and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(r.resource))
       returning c.ord, r.fence, r.expires_at,
                 r.expires_at - p_ttls_ms[c.ord] * interval '1 millisecond' as at
     ), created as (
@@ -402,7 +386,7 @@ begin
       begin
         if v_held then
           perform from resources r where r.resource = p_resources[v_ord] for update nowait;
-          if not resource_lock_free(p_resources[v_ord]) then
+          if not pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resources[v_ord])) then
             raise exception using errcode = 'lock_not_available';
           end if;
         end if;
@@ -434,7 +418,7 @@ declare
   r resources;
   v_now timestamptz;
 begin
-  perform resource_lock(p_resource);
+  perform pg_catalog.pg_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource));
   select * into k from keys where key = p_key;
   if not found then
     -- The common case, a resource nobody holds: locked and its fence raised in one statement.
@@ -502,7 +486,7 @@ begin
   with granted as (
     update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null and not exists (select from keys where key = p_key)
-       and resource_lock_free(p_resource)
+       and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
     returning fence, (select r.fence from resources r where r.resource = p_resource) as seen
   ), raised as (
     insert into sink_fences as sink (resource, fence) select p_resource, g.fence from granted g
@@ -530,7 +514,7 @@ begin
   end if;
   v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
-  if key_row_lease() then
+  if exists (select from settings where name = 'transactional_lease' and value = 'key-row') then
     select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
       into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
       from tx_lease(p_key, p_resource, p_digest) a;
@@ -538,7 +522,7 @@ begin
     update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null
        and not exists (select from keys where key = p_key)
-       and resource_lock_free(p_resource)
+       and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
     returning fence, (select r.fence from resources r where r.resource = p_resource)
       into o_fence, v_seen;
     if found and o_fence = next_fence(v_seen) then
@@ -603,7 +587,7 @@ begin
   o_xid := pg_catalog.txid_current();
   v_set := tx_bounds(p_key, p_ttl, p_ttl) || pg_catalog.set_config('lock_timeout', p_lock_wait, true);
 
-  if key_row_lease() then
+  if exists (select from settings where name = 'transactional_lease' and value = 'key-row') then
     select a.o_outcome, a.o_fence, a.o_retry_after_ms, a.o_result, a.o_reason
       into o_outcome, o_fence, o_retry_after_ms, o_result, o_reason
       from tx_lease(p_key, p_resource, p_digest) a;
@@ -611,7 +595,7 @@ begin
     update resources set fence = next_fence(fence)
      where resource = p_resource and holder is null
        and not exists (select from keys where key = p_key)
-       and resource_lock_free(p_resource)
+       and pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resource))
     returning fence, (select r.fence from resources r where r.resource = p_resource)
       into o_fence, v_seen;
     if found and o_fence = next_fence(v_seen) then
