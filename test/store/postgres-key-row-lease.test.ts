@@ -259,6 +259,40 @@ describe('PgStore under the key-row lease', () => {
     expect(after.outcome).toBe('granted');
   });
 
+  it("0.3.0's grant and finish (tx_open(), tx_finish()) take the key-row lease too", async () => {
+    const client = await h.db.pool.connect();
+    const digest = payloadDigest(bytes('p'));
+    try {
+      await client.query('begin');
+      const opened = (
+        await client.query(
+          `select * from tx_open('k030', 'r030', $1, '10000ms', '1000ms', current_user::text,
+                                 pg_catalog.current_setting('search_path'), false)`,
+          [digest],
+        )
+      ).rows[0];
+      expect(opened.o_outcome).toBe('applied');
+      expect(Number(opened.o_fence)).toBeGreaterThanOrEqual(KEY_ROW_FENCES);
+      expect(await resourceRow('r030')).toBeUndefined();
+      // Held by its advisory lock alone: a plain caller of the resource is contended meanwhile.
+      expect(await h.store.acquire(action('r030'), TTL)).toMatchObject({ outcome: 'contended' });
+      await client.query(
+        `select * from tx_finish('k030', 'r030', $1, $2, 'unsafe', '\\x6f6b'::bytea, $3, '10000ms',
+                                 '9000ms', current_user::text,
+                                 pg_catalog.current_setting('search_path'), false, null, null)`,
+        [digest, opened.o_fence, opened.o_xid],
+      );
+      await client.query('commit');
+    } catch (error) {
+      await client.query('rollback');
+      throw error;
+    } finally {
+      client.release();
+    }
+    expect(await h.store.inspect('k030')).toMatchObject({ state: 'done' });
+    expect(await resourceRow('r030')).toBeUndefined();
+  });
+
   it("0.2.0's transactional statements keep their resource-row grant, with the store's fences", async () => {
     const s = `"${h.db.schema}"`;
     const client = await h.db.pool.connect();
