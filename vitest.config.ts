@@ -57,6 +57,8 @@ const soakPostgres = [
   'test/store/postgres-roles-conformance.test.ts',
   'test/store/postgres-serializable.test.ts',
   'test/store/postgres-pgbouncer.test.ts',
+  // Transactional effects under the key-row lease.
+  'test/store/postgres-transactional.test.ts',
 ];
 const longOnly = ['test/faults/faults.test.ts'];
 const soakTemporal = [

@@ -46,155 +46,159 @@ const cases = ends.flatMap((end) =>
   shapes.map(([shape, statements]) => [`${end} (${shape})`, statements(end)] as const),
 );
 
-describe('transactional misuse, public API only', () => {
-  let h: PgHarness;
-  let runner: Runner;
-  let seq = 0;
-  beforeAll(async () => {
-    h = await pgHarness('pg_tx_misuse', { movableClock: false });
-  });
-  beforeEach(async () => {
-    await h.db.pool.query('create table if not exists ledger (key text not null, note text)');
-    runner = new Runner(h.store, { ttlMs: TTL });
-  });
-  afterAll(() => h?.close());
+describe.each(['resource-row', 'key-row'] as const)(
+  'transactional misuse, public API only (%s lease)',
+  (lease) => {
+    let h: PgHarness;
+    let runner: Runner;
+    let seq = 0;
+    beforeAll(async () => {
+      h = await pgHarness('pg_tx_misuse', { movableClock: false, lease });
+    });
+    beforeEach(async () => {
+      await h.db.pool.query('create table if not exists ledger (key text not null, note text)');
+      runner = new Runner(h.store, { ttlMs: TTL });
+    });
+    afterAll(() => h?.close());
 
-  const ledger = async (key: string) =>
-    (await h.db.pool.query('select note from ledger where key = $1 order by note', [key])).rows.map(
-      (row) => row.note as string,
+    const ledger = async (key: string) =>
+      (
+        await h.db.pool.query('select note from ledger where key = $1 order by note', [key])
+      ).rows.map((row) => row.note as string);
+    const insert = (context: TransactionContext<pg.PoolClient>, note: string) =>
+      context.tx.query(`insert into "${h.db.schema}".ledger values ($1, $2)`, [context.key, note]);
+
+    it.each(cases)(
+      'work that sends %s around the client, swallows the error and writes on: failed, nothing committed, the retry applies once',
+      async (_, statements) => {
+        seq += 1;
+        const a = { key: `misuse-${seq}`, resource: `r-misuse-${seq}` };
+        let afterwards: unknown;
+        const misused = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+          await insert(context, 'before');
+          for (const text of statements) await raw(context, text);
+          afterwards = await insert(context, 'after').then(
+            () => 'written',
+            (error: unknown) => error,
+          );
+          return { payload: bytes('claimed') };
+        });
+        expect(misused.outcome).toBe('failed');
+        expect(afterwards).not.toBe('written');
+        expect(await ledger(a.key)).toEqual([]);
+        expect(await h.store.inspect(a.key)).toBeUndefined();
+        const retried = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+          await insert(context, 'retry');
+          return { payload: bytes('once') };
+        });
+        expect(retried.outcome).toBe('applied');
+        expect(await ledger(a.key)).toEqual(['retry']);
+      },
     );
-  const insert = (context: TransactionContext<pg.PoolClient>, note: string) =>
-    context.tx.query(`insert into "${h.db.schema}".ledger values ($1, $2)`, [context.key, note]);
 
-  it.each(cases)(
-    'work that sends %s around the client, swallows the error and writes on: failed, nothing committed, the retry applies once',
-    async (_, statements) => {
+    it('a write sent while the COMMIT around the client is still in flight is refused too (the server answers first)', async () => {
       seq += 1;
       const a = { key: `misuse-${seq}`, resource: `r-misuse-${seq}` };
-      let afterwards: unknown;
       const misused = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
         await insert(context, 'before');
-        for (const text of statements) await raw(context, text);
-        afterwards = await insert(context, 'after').then(
-          () => 'written',
-          (error: unknown) => error,
-        );
+        // Not awaited: the write is asked for before the COMMIT's answer has come back.
+        const committing = raw(context, 'commit');
+        const writing = insert(context, 'after').catch((error: unknown) => error);
+        await Promise.all([committing, writing]);
         return { payload: bytes('claimed') };
       });
       expect(misused.outcome).toBe('failed');
-      expect(afterwards).not.toBe('written');
       expect(await ledger(a.key)).toEqual([]);
       expect(await h.store.inspect(a.key)).toBeUndefined();
-      const retried = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
-        await insert(context, 'retry');
-        return { payload: bytes('once') };
-      });
-      expect(retried.outcome).toBe('applied');
-      expect(await ledger(a.key)).toEqual(['retry']);
-    },
-  );
-
-  it('a write sent while the COMMIT around the client is still in flight is refused too (the server answers first)', async () => {
-    seq += 1;
-    const a = { key: `misuse-${seq}`, resource: `r-misuse-${seq}` };
-    const misused = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
-      await insert(context, 'before');
-      // Not awaited: the write is asked for before the COMMIT's answer has come back.
-      const committing = raw(context, 'commit');
-      const writing = insert(context, 'after').catch((error: unknown) => error);
-      await Promise.all([committing, writing]);
-      return { payload: bytes('claimed') };
     });
-    expect(misused.outcome).toBe('failed');
-    expect(await ledger(a.key)).toEqual([]);
-    expect(await h.store.inspect(a.key)).toBeUndefined();
-  });
 
-  it('statements asked for at once and not awaited still run inside the transaction', async () => {
-    seq += 1;
-    const a = { key: `pipelined-${seq}`, resource: `r-pipelined-${seq}` };
-    const done = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
-      // The first is in flight when the others are asked for: they wait for its answer.
-      for (const note of ['n1', 'n2', 'n3']) void insert(context, note);
-      return { payload: bytes('ok') };
-    });
-    expect(done.outcome).toBe('applied');
-    expect(await ledger(a.key)).toEqual(['n1', 'n2', 'n3']);
-  });
-
-  /** A session of its own holding advisory lock `id` until `release()` is called. */
-  const holdLock = async (id: number) => {
-    const client = new pg.Client(h.db.config);
-    client.on('error', () => {});
-    await client.connect();
-    await client.query('select pg_advisory_lock($1)', [id]);
-    let held = true;
-    return {
-      held: () => held,
-      release: async () => {
-        held = false;
-        await client.end();
-      },
-    };
-  };
-
-  it('work that waits for an advisory lock held elsewhere ends within its TTL (the lock still held), nothing committed', async () => {
-    const short = new Runner(h.store, { ttlMs: LOCK_TTL });
-    const outside = await holdLock(4_701);
-    let endedWhileHeld = false;
-    try {
-      for (const lock of ['pg_advisory_xact_lock', 'pg_advisory_lock']) {
-        seq += 1;
-        const a = { key: `lock-${seq}`, resource: `r-lock-${seq}` };
-        const waited = await short.executeInTransaction<pg.PoolClient>(a, async (context) => {
-          await insert(context, 'before the lock');
-          await context.tx.query(`select ${lock}(4701)`);
-          await insert(context, 'after the lock');
-          return { payload: bytes('locked') };
-        });
-        endedWhileHeld = outside.held();
-        expect(endedWhileHeld).toBe(true);
-        expect(['failed', 'contended']).toContain(waited.outcome);
-        expect(await ledger(a.key)).toEqual([]);
-        expect(await h.store.inspect(a.key)).toBeUndefined();
-      }
-    } finally {
-      await outside.release();
-    }
-  });
-
-  it('two works taking two advisory locks in opposite orders: both end, at most one commits, nothing of the other', async () => {
-    const short = new Runner(h.store, { ttlMs: LOCK_TTL });
-    seq += 1;
-    const first = { key: `order-a-${seq}`, resource: `r-order-a-${seq}` };
-    const second = { key: `order-b-${seq}`, resource: `r-order-b-${seq}` };
-    // Each takes its first lock, then waits until the other has taken its own: a cycle for sure.
-    let took = 0;
-    let bothTook!: () => void;
-    const cycle = new Promise<void>((resolve) => {
-      bothTook = resolve;
-    });
-    const work =
-      (locks: [number, number]) => async (context: TransactionContext<pg.PoolClient>) => {
-        await context.tx.query('select pg_advisory_xact_lock($1)', [locks[0]]);
-        took += 1;
-        if (took === 2) bothTook();
-        await cycle;
-        await context.tx.query('select pg_advisory_xact_lock($1)', [locks[1]]);
-        await insert(context, 'both locks');
+    it('statements asked for at once and not awaited still run inside the transaction', async () => {
+      seq += 1;
+      const a = { key: `pipelined-${seq}`, resource: `r-pipelined-${seq}` };
+      const done = await runner.executeInTransaction<pg.PoolClient>(a, async (context) => {
+        // The first is in flight when the others are asked for: they wait for its answer.
+        for (const note of ['n1', 'n2', 'n3']) void insert(context, note);
         return { payload: bytes('ok') };
+      });
+      expect(done.outcome).toBe('applied');
+      expect(await ledger(a.key)).toEqual(['n1', 'n2', 'n3']);
+    });
+
+    /** A session of its own holding advisory lock `id` until `release()` is called. */
+    const holdLock = async (id: number) => {
+      const client = new pg.Client(h.db.config);
+      client.on('error', () => {});
+      await client.connect();
+      await client.query('select pg_advisory_lock($1)', [id]);
+      let held = true;
+      return {
+        held: () => held,
+        release: async () => {
+          held = false;
+          await client.end();
+        },
       };
-    const outcomes = await Promise.all([
-      short.executeInTransaction<pg.PoolClient>(first, work([4_711, 4_712])),
-      short.executeInTransaction<pg.PoolClient>(second, work([4_712, 4_711])),
-    ]);
-    for (const outcome of outcomes)
-      expect(['applied', 'failed', 'contended']).toContain(outcome.outcome);
-    expect(outcomes.filter((o) => o.outcome === 'applied').length).toBeLessThanOrEqual(1);
-    for (const [i, a] of [first, second].entries()) {
-      const rows = await ledger(a.key);
-      expect(rows).toEqual(outcomes[i]!.outcome === 'applied' ? ['both locks'] : []);
-      if (outcomes[i]!.outcome !== 'applied') expect(await h.store.inspect(a.key)).toBeUndefined();
-    }
-  });
-});
+    };
+
+    it('work that waits for an advisory lock held elsewhere ends within its TTL (the lock still held), nothing committed', async () => {
+      const short = new Runner(h.store, { ttlMs: LOCK_TTL });
+      const outside = await holdLock(4_701);
+      let endedWhileHeld = false;
+      try {
+        for (const lock of ['pg_advisory_xact_lock', 'pg_advisory_lock']) {
+          seq += 1;
+          const a = { key: `lock-${seq}`, resource: `r-lock-${seq}` };
+          const waited = await short.executeInTransaction<pg.PoolClient>(a, async (context) => {
+            await insert(context, 'before the lock');
+            await context.tx.query(`select ${lock}(4701)`);
+            await insert(context, 'after the lock');
+            return { payload: bytes('locked') };
+          });
+          endedWhileHeld = outside.held();
+          expect(endedWhileHeld).toBe(true);
+          expect(['failed', 'contended']).toContain(waited.outcome);
+          expect(await ledger(a.key)).toEqual([]);
+          expect(await h.store.inspect(a.key)).toBeUndefined();
+        }
+      } finally {
+        await outside.release();
+      }
+    });
+
+    it('two works taking two advisory locks in opposite orders: both end, at most one commits, nothing of the other', async () => {
+      const short = new Runner(h.store, { ttlMs: LOCK_TTL });
+      seq += 1;
+      const first = { key: `order-a-${seq}`, resource: `r-order-a-${seq}` };
+      const second = { key: `order-b-${seq}`, resource: `r-order-b-${seq}` };
+      // Each takes its first lock, then waits until the other has taken its own: a cycle for sure.
+      let took = 0;
+      let bothTook!: () => void;
+      const cycle = new Promise<void>((resolve) => {
+        bothTook = resolve;
+      });
+      const work =
+        (locks: [number, number]) => async (context: TransactionContext<pg.PoolClient>) => {
+          await context.tx.query('select pg_advisory_xact_lock($1)', [locks[0]]);
+          took += 1;
+          if (took === 2) bothTook();
+          await cycle;
+          await context.tx.query('select pg_advisory_xact_lock($1)', [locks[1]]);
+          await insert(context, 'both locks');
+          return { payload: bytes('ok') };
+        };
+      const outcomes = await Promise.all([
+        short.executeInTransaction<pg.PoolClient>(first, work([4_711, 4_712])),
+        short.executeInTransaction<pg.PoolClient>(second, work([4_712, 4_711])),
+      ]);
+      for (const outcome of outcomes)
+        expect(['applied', 'failed', 'contended']).toContain(outcome.outcome);
+      expect(outcomes.filter((o) => o.outcome === 'applied').length).toBeLessThanOrEqual(1);
+      for (const [i, a] of [first, second].entries()) {
+        const rows = await ledger(a.key);
+        expect(rows).toEqual(outcomes[i]!.outcome === 'applied' ? ['both locks'] : []);
+        if (outcomes[i]!.outcome !== 'applied')
+          expect(await h.store.inspect(a.key)).toBeUndefined();
+      }
+    });
+  },
+);
