@@ -176,7 +176,13 @@ async function pausedHolder(a: Action, done: () => void, tally: Tally): Promise<
   }
 }
 
-/** The truth of an uncertain key, read after fencing out every holder below the resource's fence. */
+/**
+ * The truth of an uncertain key, read after fencing out every holder up to the resource's fence,
+ * as the effect activity's probe does (one past the issued fence): the uncertain holder itself
+ * may still hold that fence, and a read at it would let that holder's late write land after the
+ * verdict (seen once in CI: a paused plain holder wrote after "not applied", and the key's next
+ * attempt wrote too).
+ */
 async function resolveFromLedger(a: Action): Promise<void> {
   const record = await store.inspect(a.key);
   if (record?.state !== 'uncertain') return;
@@ -184,7 +190,7 @@ async function resolveFromLedger(a: Action): Promise<void> {
     'select fence from resources where resource = $1',
     [a.resource],
   );
-  const written = await sink.readFenced(a.resource, Number(rows[0]!.fence), async (tx) => {
+  const written = await sink.readFenced(a.resource, Number(rows[0]!.fence) + 1, async (tx) => {
     const found = await tx.query('select from ledger where key = $1', [a.key]);
     return (found.rowCount ?? 0) > 0;
   });
