@@ -259,6 +259,50 @@ describe('PgStore under the key-row lease', () => {
     expect(after.outcome).toBe('granted');
   });
 
+  it.each(['a resource never used', 'a resource used before'])(
+    'at repeatable read, a plain grant committed after the snapshot and before the lock (%s): contended, never run',
+    async (which) => {
+      const resource = `rr${seq}-${which === 'a resource never used' ? 'new' : 'used'}`;
+      if (which === 'a resource used before') {
+        const before = action(resource);
+        const got = await h.store.acquire(before, TTL);
+        if (got.outcome !== 'granted') throw new Error(`not granted: ${got.outcome}`);
+        await h.store.complete(before, got.lease, { payload: bytes('ok') });
+      }
+      // The plain grant, in a transaction of its own: it holds the resource's lock until it commits.
+      const client = await h.db.pool.connect();
+      try {
+        await client.query('begin');
+        const plain = (
+          await client.query(`select * from acquire($1, $2, $3, 'unknown', $4, false)`, [
+            `plain-${resource}`,
+            resource,
+            payloadDigest(bytes('plain')),
+            TTL,
+          ])
+        ).rows[0];
+        expect(plain.o_outcome).toBe('applied');
+        let ran = 0;
+        const tx = h.store.executeInTransaction(
+          action(resource),
+          TTL,
+          async () => {
+            ran += 1;
+            return { payload: bytes('tx') };
+          },
+          { isolation: 'repeatable read' },
+        );
+        // Its snapshot taken, the transactional grant waits for the lock; then the plain one commits.
+        await someoneWaitsFor(h.db.pool, await backendOf(client));
+        await client.query('commit');
+        expect(await tx).toMatchObject({ outcome: 'contended' });
+        expect(ran).toBe(0);
+      } finally {
+        client.release();
+      }
+    },
+  );
+
   it("0.3.0's grant and finish (tx_open(), tx_finish()) take the key-row lease too", async () => {
     const client = await h.db.pool.connect();
     const digest = payloadDigest(bytes('p'));

@@ -120,8 +120,12 @@ begin
     select * into r from resources where resource = p_resource;
   else
     -- The transaction's snapshot was taken before the lock, and misses a plain grant committed
-    -- since: locking the row then fails as a serialization failure, and the attempt runs again.
+    -- since: locking the row it updated, or inserting the row it created, then fails as a
+    -- serialization failure, and the attempt runs again.
     select * into r from resources where resource = p_resource for key share;
+    if not found then
+      insert into resources (resource) values (p_resource) on conflict do nothing;
+    end if;
   end if;
   if r.holder is not null then
     v_now := store_now();
