@@ -3,7 +3,8 @@
  * callers on a pool of at most 6 connections, working through every key of the shared plan
  * (every process runs every key, so each is contended), each key plain (Runner.execute, the write
  * through PgFencedSink.writeFenced) or transactional (Runner.executeInTransaction, the write on
- * the store's transaction) by its index. Some attempts pause past their TTL before they write
+ * the store's transaction, at a random isolation level) by its index. Some attempts pause past
+ * their TTL before they write
  * (an async pause: the other callers go on), a few after (a transactional holder then holds its
  * uncommitted write until the database ends it); some fail before or after the write. Reports its
  * counts to the parent over IPC.
@@ -53,6 +54,7 @@ const insertGranted = `insert into "${config.schema}".ledger (key, resource, fen
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 let attempt = 0;
+const ISOLATIONS = ['read committed', 'repeatable read', 'serializable'] as const;
 
 async function runKey(index: number): Promise<boolean> {
   const spec = exclusiveKey(index, config);
@@ -107,12 +109,15 @@ async function runKey(index: number): Promise<boolean> {
       around(() =>
         tx.query(insertGranted, [spec.key, spec.resource, fence, 'transactional', writer]),
       );
+    // Every isolation level: at the stricter two, a transactional grant's snapshot is older than
+    // its lock, which the store must detect.
+    const isolation = ISOLATIONS[Math.floor(random() * ISOLATIONS.length)]!;
     report.executes += 1;
     const ended = await counted(
       report,
       () =>
         spec.mode === 'transactional'
-          ? runner.executeInTransaction(action, transactional)
+          ? runner.executeInTransaction(action, transactional, { isolation })
           : runner.execute(action, plain),
       random,
     );
