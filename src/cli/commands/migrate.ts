@@ -67,7 +67,7 @@ Idempotent; several workers may run it at once.`,
       type: 'string',
       arg: 'key-row',
       description:
-        'after migrating, switch what transactional effects hold until their COMMIT to the key row and an advisory lock (half the database work; fences no longer consecutive). Safe with workers of any version running; there is no way back. --status shows the current one',
+        'after migrating, switch what transactional effects hold until their COMMIT to the key row and an advisory lock (less database work per effect; fences no longer consecutive). Safe with workers of any version running; there is no way back. --status shows the current one',
       parse: leaseOf,
     },
   },

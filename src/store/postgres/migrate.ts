@@ -177,7 +177,7 @@ export interface MigrateOptions {
    * What a transactional effect's grant holds until its COMMIT (migration 0025). `'resource-row'`:
    * its resource's row, written with the next fence, as every version before 0.5. `'key-row'`:
    * only the resource's advisory lock, its key row written at the finish, its fence from the
-   * store's sequence; half the database work per effect, and fences no longer consecutive
+   * store's sequence; less database work per effect, and fences no longer consecutive
    * (docs/guarantees.md). Switched once, safely with workers of any version running (migrate()
    * first waits for every transaction that wrote the resources table to end); there is no way
    * back, and asking for one is refused. Left out, the schema keeps what it has.
