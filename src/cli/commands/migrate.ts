@@ -1,5 +1,5 @@
 import type { RoleKind } from '../../store/postgres/admin.js';
-import { newerSchema } from '../../store/postgres/admin.js';
+import { LEASES, newerSchema } from '../../store/postgres/admin.js';
 import {
   migrate as applyMigrations,
   grantsScript,
@@ -19,7 +19,6 @@ const kindOf = oneOf(KINDS, KIND_PROBLEM);
 /** The options that pick what migrate does; at most one. */
 const MODES = ['print-sql', 'print-grants', 'status', 'dry-run'] as const;
 type Lease = NonNullable<MigrateOptions['transactionalLease']>;
-const LEASES: readonly Lease[] = ['resource-row', 'key-row'];
 const leaseOf = oneOf(LEASES, '--transactional-lease must be key-row or resource-row');
 
 /** What `sideeffect migrate` was asked to do. */

@@ -17,3 +17,4 @@ export type { RoleKind } from './grants.js';
 export { newerSchema } from './newer-schema.js';
 export { defaultSchema, quoteSchema } from './sql.js';
 export type { StoreStats } from './stats.js';
+export { LEASES } from './transactional-lease.js';

@@ -15,6 +15,7 @@ import { commentName, defaultSchema, dollarTag, quoteLiteral, quoteSchema } from
 import {
   checkedLease,
   leaseOf,
+  SETTINGS_READABLE,
   switchLease,
   type TransactionalLease,
 } from './transactional-lease.js';
@@ -527,13 +528,14 @@ export async function migrationStatus(
   }> = [];
   let lease: TransactionalLease | undefined;
   try {
-    const found = await pool.query<{ migrations: boolean; history: boolean }>(
-      `select pg_catalog.to_regclass($1::text) is not null as migrations,
-              pg_catalog.to_regclass($2::text) is not null as history`,
-      [`${schema}.migrations`, `${schema}.migration_history`],
+    const found = await pool.query<{ migrations: boolean; history: boolean; settings: boolean }>(
+      `select pg_catalog.to_regclass($2::text) is not null as migrations,
+              pg_catalog.to_regclass($3::text) is not null as history,
+              ${SETTINGS_READABLE} as settings`,
+      [`${schema}.settings`, `${schema}.migrations`, `${schema}.migration_history`],
     );
-    const { migrations, history } = found.rows[0]!;
-    lease = await leaseOf(pool, schema);
+    const { migrations, history, settings } = found.rows[0]!;
+    if (settings) lease = await leaseOf(pool, schema);
     const recorded = `select version, name, applied_at, false as backward_compatible from ${schema}.migrations`;
     if (migrations)
       rows = (

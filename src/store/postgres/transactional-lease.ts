@@ -8,7 +8,8 @@ import { InvalidActionError } from '../../core/errors.js';
  */
 export type TransactionalLease = 'resource-row' | 'key-row';
 
-const LEASES: readonly TransactionalLease[] = ['resource-row', 'key-row'];
+/** Every TransactionalLease, for checking one given at run time (a CLI option, a config file). */
+export const LEASES: readonly TransactionalLease[] = ['resource-row', 'key-row'];
 
 /** migrate()'s `transactionalLease`, refused before anything is read when it is no lease. */
 export function checkedLease(lease: unknown): TransactionalLease | undefined {
@@ -59,19 +60,17 @@ export async function switchLease(
 }
 
 /**
- * The schema's lease, for `migrate --status`: undefined before migration 0025, and for a role
- * that may not read the settings (a worker's runtime role, which needs only the functions).
+ * Whether the schema has the settings table (migration 0025) and this role may read it (a
+ * worker's runtime role, which needs only the functions, may not): a column of
+ * migrationStatus()'s first query, `$1` the table's qualified name.
  */
+export const SETTINGS_READABLE = `coalesce(pg_catalog.has_table_privilege(pg_catalog.to_regclass($1::text), 'select'), false)`;
+
+/** The schema's lease, for `migrate --status`, where {@link SETTINGS_READABLE}. */
 export async function leaseOf(
   pool: pg.Pool,
   schema: string,
 ): Promise<TransactionalLease | undefined> {
-  const { rows: readable } = await pool.query<{ readable: boolean }>(
-    `select pg_catalog.has_table_privilege(pg_catalog.to_regclass($1::text), 'select') as readable
-      where pg_catalog.to_regclass($1::text) is not null`,
-    [`${schema}.settings`],
-  );
-  if (!readable[0]?.readable) return undefined;
   const { rows } = await pool.query<{ value: TransactionalLease }>(
     `select value from ${schema}.settings where name = 'transactional_lease'`,
   );
