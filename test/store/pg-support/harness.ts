@@ -48,8 +48,8 @@ export async function pgHarness(
   } = {},
 ): Promise<PgHarness> {
   const movableClock = options.movableClock ?? true;
-  // SIDEEFFECT_TEST_LEASE=key-row runs every harness of a suite under the key-row lease: how the
-  // suites written for consecutive fences are read for everything else (docs/guarantees.md).
+  // SIDEEFFECT_TEST_LEASE=key-row runs every harness of a suite under the key-row lease: the
+  // suites written for consecutive fences then show what else differs under it.
   const lease =
     options.lease ?? (process.env.SIDEEFFECT_TEST_LEASE as TransactionalLease | undefined);
   const { db } = await leaseMigratedSchema({
