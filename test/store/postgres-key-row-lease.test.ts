@@ -372,3 +372,48 @@ describe('PgStore under the key-row lease', () => {
     expect(await resourceRow('r020')).toMatchObject({ holder: null });
   });
 });
+
+describe('a shared first look and a grant between its two locks', () => {
+  let h: PgHarness;
+  beforeAll(async () => {
+    h = await pgHarness('pg_batch_lock_order');
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('a batch that locked a free row whose advisory lock another grant has answers held at once, and lets go of the row', async () => {
+    const resource = 'order-9';
+    await h.db.pool.query('insert into resources (resource) values ($1)', [resource]);
+    const digest = payloadDigest(bytes('p'));
+    // A grant of another session between its two locks: the advisory lock taken, the row not yet.
+    const grant = await h.db.pool.connect();
+    try {
+      await grant.query('begin');
+      await grant.query('select pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, resource]);
+      // Two first looks sharing a statement, with a wait long enough for Postgres's deadlock
+      // check (deadlock_timeout, 1 s) to be the one that ends a wait for the advisory lock.
+      const batch = h.db.pool.query<{ o_ord: number; o_outcome: string }>(
+        `select o_ord, o_outcome from acquire_batch(array[1, 2], array['k-1', 'k-2'],
+           array[$1, $1], array[$2, $2]::bytea[], array['unsafe', 'unsafe'],
+           array[${TTL}, ${TTL}]::bigint[], array[false, false], '3s')`,
+        [resource, digest],
+      );
+      const grantHolder = await backendOf(grant);
+      await Promise.race([batch, someoneWaitsFor(h.db.pool, grantHolder)]);
+      // The grant goes on to its row: the batch must not hold it while waiting for the grant.
+      await grant.query("set local lock_timeout = '2s'");
+      await grant.query('select from resources where resource = $1 for update', [resource]);
+      const { rows } = await batch;
+      expect(rows.map((r) => [r.o_ord, r.o_outcome])).toEqual([
+        [1, 'held'],
+        [2, 'held'],
+      ]);
+      await grant.query('commit');
+    } finally {
+      grant.release();
+    }
+    const { rows: keys } = await h.db.pool.query('select key from keys where key like $1', ['k-%']);
+    expect(keys).toEqual([]);
+  });
+});

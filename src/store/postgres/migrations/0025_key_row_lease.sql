@@ -320,6 +320,8 @@ declare
   v_granted integer[];
   v_fences bigint[];
   v_expires bigint[];
+  -- The rows the set-based grant locked: taken before their advisory locks, so never waited for.
+  v_locked text[];
   v_busy text;
   -- A row of this statement was held past the caller's wait: no key after it waits for one.
   v_held boolean := false;
@@ -359,11 +361,13 @@ begin
       returning key
     )
     select pg_catalog.array_agg(g.ord), pg_catalog.array_agg(g.fence),
-           pg_catalog.array_agg(epoch_ms(g.expires_at))
-      into v_granted, v_fences, v_expires
+           pg_catalog.array_agg(epoch_ms(g.expires_at)),
+           array(select u.resource from unheld u)
+      into v_granted, v_fences, v_expires, v_locked
       from granted g;
   exception when others then
     v_granted := null;
+    v_locked := null;
   end;
   v_granted := coalesce(v_granted, '{}');
   return query
@@ -393,6 +397,11 @@ begin
           if not pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resources[v_ord])) then
             raise exception using errcode = 'lock_not_available';
           end if;
+        elsif p_resources[v_ord] = any (v_locked)
+              and not pg_catalog.pg_try_advisory_xact_lock(1397048902, pg_catalog.hashtext(p_resources[v_ord])) then
+          -- A grant elsewhere has the advisory lock and goes on to this row, which this statement
+          -- holds: waiting for it here would be a deadlock until the lock wait ran out.
+          raise exception using errcode = 'lock_not_available';
         end if;
         select a.o_outcome, a.o_fence, a.o_expires_at_ms, a.o_retry_after_ms, a.o_result,
                a.o_reason
