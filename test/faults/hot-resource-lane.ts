@@ -12,6 +12,7 @@ import pg from 'pg';
 import { type Action, type Execution, Runner } from '../../src/core/index.js';
 import { PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
 import { bytes } from '../support/bytes.js';
+import { type LockWaiter, lockWaiters } from '../support/lock-waits.js';
 
 export const TTL_MS = 2_000;
 export const LOCK_WAIT_MS = 200;
@@ -36,8 +37,13 @@ export interface LaneReport {
   idle: number[];
   /** Milliseconds of each unrelated effect while the resource was hot. */
   busy: number[];
-  /** The most connections of the worker's pool seen waiting on a lock at once (> 50 ms). */
+  /**
+   * The most connections of the worker's pool seen waiting on a lock at once, each for more than
+   * 50 ms of the wait itself: a first look gives up after 5 ms, a bounded waiter waits longer.
+   */
   mostWaiting: number;
+  /** What those connections were waiting for, the first time more than one was seen. */
+  waitersSeen: LockWaiter[];
 }
 
 const LEDGER = 'insert into ledger (key, resource, fence, mode) values ($1, $2, $3, $4)';
@@ -140,6 +146,7 @@ export async function runHotResourceLane(
   const idle: number[] = [];
   const busy: number[] = [];
   let mostWaiting = 0;
+  let waitersSeen: LockWaiter[] = [];
   try {
     for (let i = 0; i < 10; i++) await unrelated(); // warm
     for (let i = 0; i < 60; i++) idle.push(await unrelated());
@@ -180,13 +187,10 @@ export async function runHotResourceLane(
       })();
       const watcher = (async () => {
         while (hot) {
-          const { rows } = await db.pool.query<{ n: number }>(
-            `select count(*)::int as n from pg_stat_activity
-              where application_name = $1 and wait_event_type = 'Lock'
-                and clock_timestamp() - query_start > interval '50 milliseconds'`,
-            [app],
-          );
-          mostWaiting = Math.max(mostWaiting, rows[0]!.n);
+          const rows = await lockWaiters(db.pool, app, 50);
+          const waiting = new Set(rows.map((r) => r.pid)).size;
+          if (waiting > 1 && waitersSeen.length === 0) waitersSeen = rows;
+          mostWaiting = Math.max(mostWaiting, waiting);
           await sleep(25);
         }
       })();
@@ -202,7 +206,7 @@ export async function runHotResourceLane(
     await pool.end();
     await holderPool.end();
   }
-  return { tally, keys, idle, busy, mostWaiting };
+  return { tally, keys, idle, busy, mostWaiting, waitersSeen };
 }
 
 /** The q-quantile of `samples` (nearest rank). */

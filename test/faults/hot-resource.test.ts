@@ -57,6 +57,7 @@ describe('fault injection, a hot resource: the pool stays with the other resourc
       staleLanded: stale.rowCount,
       stuck: notDone.length,
       mostWaiting: lane.mostWaiting,
+      waitersSeen: lane.waitersSeen,
       idle: { n: lane.idle.length, p99: quantile(lane.idle, 0.99) },
       busy: { n: lane.busy.length, p99: quantile(lane.busy, 0.99) },
     };

@@ -18,6 +18,7 @@ import { payloadDigest } from '../../src/store/digest.js';
 import { PgFencedSink, PgStore } from '../../src/store/postgres/index.js';
 import { type BatchingMode, batchingOption } from '../support/batching.js';
 import { bytes } from '../support/bytes.js';
+import { lockWaiters } from '../support/lock-waits.js';
 import { SQL_0_1_0 } from './fixtures/release-0.1.0.js';
 import { type PgHarness, pgHarness } from './pg-support/harness.js';
 
@@ -335,13 +336,8 @@ describe.each(['on', 'off'] as const satisfies BatchingMode[])('batching %s', (b
           });
           const watcher = (async () => {
             while (!stop) {
-              const { rows } = await h.db.pool.query<{ n: number }>(
-                `select count(*)::int as n from pg_stat_activity
-                where application_name = $1 and wait_event_type = 'Lock'
-                  and clock_timestamp() - query_start > interval '50 milliseconds'`,
-                [app],
-              );
-              mostWaiting = Math.max(mostWaiting, rows[0]!.n);
+              const waits = await lockWaiters(h.db.pool, app, 50);
+              mostWaiting = Math.max(mostWaiting, new Set(waits.map((w) => w.pid)).size);
               await sleep(25);
             }
           })();
