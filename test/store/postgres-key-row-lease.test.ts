@@ -24,6 +24,7 @@ import {
 import { bytes } from '../support/bytes.js';
 import { backendOf, someoneWaitsFor } from '../support/lock-waits.js';
 import { type FreshSchema, freshSchema } from '../support/postgres.js';
+import { inTransaction } from '../support/transaction.js';
 import { SQL_0_2_0 } from './fixtures/release-0.2.0.js';
 import { type PgHarness, pgHarness } from './pg-support/harness.js';
 
@@ -304,10 +305,8 @@ describe('PgStore under the key-row lease', () => {
   );
 
   it("0.3.0's grant and finish (tx_open(), tx_finish()) take the key-row lease too", async () => {
-    const client = await h.db.pool.connect();
     const digest = payloadDigest(bytes('p'));
-    try {
-      await client.query('begin');
+    await inTransaction(h.db.pool, async (client) => {
       const opened = (
         await client.query(
           `select * from tx_open('k030', 'r030', $1, '10000ms', '1000ms', current_user::text,
@@ -326,23 +325,15 @@ describe('PgStore under the key-row lease', () => {
                                  pg_catalog.current_setting('search_path'), false, null, null)`,
         [digest, opened.o_fence, opened.o_xid],
       );
-      await client.query('commit');
-    } catch (error) {
-      await client.query('rollback');
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
     expect(await h.store.inspect('k030')).toMatchObject({ state: 'done' });
     expect(await resourceRow('r030')).toBeUndefined();
   });
 
   it("0.2.0's transactional statements keep their resource-row grant, with the store's fences", async () => {
     const s = `"${h.db.schema}"`;
-    const client = await h.db.pool.connect();
-    try {
+    await inTransaction(h.db.pool, async (client) => {
       const digest = payloadDigest(bytes('p'));
-      await client.query('begin');
       const granted = (
         await client.query(SQL_0_2_0.txAcquire(s), ['k020', 'r020', digest, '1000ms'])
       ).rows[0];
@@ -361,13 +352,7 @@ describe('PgStore under the key-row lease', () => {
         ])
       ).rows[0];
       expect(recorded.o_same).toBe(true);
-      await client.query('commit');
-    } catch (error) {
-      await client.query('rollback');
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
     expect(await h.store.inspect('k020')).toMatchObject({ state: 'done' });
     expect(await resourceRow('r020')).toMatchObject({ holder: null });
   });
